@@ -1,0 +1,312 @@
+//! Maka's `RuntimeEvent`: the typed form of one `runtime_events.payload_json`.
+//!
+//! The decoder is closed exactly where Maka's `decodeRuntimeEvent` is closed; open
+//! records (`stateDelta`, `args`, `result`, `providerOptions`, ...) stay `Json`.
+//! Pure: no I/O.
+
+mod canonical;
+mod decode;
+
+pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
+pub use decode::{decode_event, decode_event_text, DecodeError};
+
+use crate::json::{JsObject, JsStr, Json};
+
+/// `role` of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    User,
+    Model,
+    Tool,
+    System,
+}
+
+/// `author` of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Author {
+    User,
+    Host,
+    Agent,
+    Tool,
+    System,
+}
+
+/// `origin` of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Origin {
+    Provider,
+    CodeMode,
+}
+
+/// `modelVisibility` of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ModelVisibility {
+    Visible,
+    Hidden,
+}
+
+/// `status` of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventStatus {
+    Streaming,
+    Completed,
+    Failed,
+    Aborted,
+    Cancelled,
+}
+
+impl EventStatus {
+    /// completed, failed, aborted or cancelled.
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, EventStatus::Streaming)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventStatus::Streaming => "streaming",
+            EventStatus::Completed => "completed",
+            EventStatus::Failed => "failed",
+            EventStatus::Aborted => "aborted",
+            EventStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// `toolDispatch.recoveryMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecoveryMode {
+    ReplaySafe,
+    Idempotent,
+    Reconcile,
+    Reattach,
+    OutcomeUnknown,
+    NeverAutoRetry,
+}
+
+impl RecoveryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecoveryMode::ReplaySafe => "replay_safe",
+            RecoveryMode::Idempotent => "idempotent",
+            RecoveryMode::Reconcile => "reconcile",
+            RecoveryMode::Reattach => "reattach",
+            RecoveryMode::OutcomeUnknown => "outcome_unknown",
+            RecoveryMode::NeverAutoRetry => "never_auto_retry",
+        }
+    }
+}
+
+/// A decoded, normalized RuntimeEvent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RuntimeEvent {
+    pub id: JsStr,
+    pub invocation_id: JsStr,
+    pub run_id: JsStr,
+    pub session_id: JsStr,
+    pub turn_id: JsStr,
+    pub ts: f64,
+    pub partial: bool,
+    pub role: Role,
+    pub author: Author,
+    pub branch: Option<JsStr>,
+    pub origin: Option<Origin>,
+    pub model_visibility: Option<ModelVisibility>,
+    pub status: Option<EventStatus>,
+    pub content: Option<Content>,
+    pub actions: Option<Actions>,
+    pub refs: Option<Refs>,
+}
+
+impl RuntimeEvent {
+    /// Maka's `isTerminalRuntimeEvent`: a terminal `status` or `actions.endInvocation === true`.
+    pub fn is_terminal(&self) -> bool {
+        self.status.is_some_and(EventStatus::is_terminal)
+            || self.actions.as_ref().is_some_and(|a| a.end_invocation == Some(true))
+    }
+
+    /// `content.kind`, if there is content.
+    pub fn content_kind(&self) -> Option<&'static str> {
+        self.content.as_ref().map(Content::kind)
+    }
+}
+
+/// `content`, discriminated by `kind`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Content {
+    /// Text content after Maka's normalization (`displayText` equal to `text` dropped,
+    /// empty `attachments`/`quotes` dropped, `providerOptions` dropped, legacy origin
+    /// rewritten). `fields` is the whole normalized object, `kind` included.
+    Text { text: JsStr, steering: bool, fields: JsObject },
+    Thinking { text: JsStr, signature: Option<JsStr>, provider_options: Option<JsObject> },
+    FunctionCall {
+        id: JsStr,
+        name: JsStr,
+        args: Json,
+        provider_options: Option<JsObject>,
+        provider_executed: Option<bool>,
+    },
+    FunctionResponse {
+        id: JsStr,
+        name: JsStr,
+        result: Json,
+        is_error: Option<bool>,
+        provider_executed: Option<bool>,
+        provider_output: Option<Json>,
+    },
+    Error { message: JsStr, code: Option<JsStr>, reason: Option<JsStr>, details: Option<Json> },
+}
+
+impl Content {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Content::Text { .. } => "text",
+            Content::Thinking { .. } => "thinking",
+            Content::FunctionCall { .. } => "function_call",
+            Content::FunctionResponse { .. } => "function_response",
+            Content::Error { .. } => "error",
+        }
+    }
+}
+
+/// `actions`. Sub-objects that Maka validates but the doctor never interprets are
+/// kept as their (validated) JSON.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Actions {
+    pub state_delta: Option<JsObject>,
+    pub artifact_delta: Option<JsObject>,
+    pub permission_request: Option<Json>,
+    pub permission_decision: Option<Json>,
+    pub permission_answer_accepted: Option<Json>,
+    pub permission_closure_accepted: Option<Json>,
+    pub user_question_request: Option<Json>,
+    pub user_question_answer_accepted: Option<Json>,
+    pub transfer_to_agent: Option<JsStr>,
+    pub end_invocation: Option<bool>,
+    pub token_usage: Option<Json>,
+    pub tool_dispatch: Option<ToolDispatch>,
+    pub tool_recovery: Option<ToolRecovery>,
+    pub runtime_protocol: Option<Json>,
+    pub continuation_start: Option<Json>,
+    pub workspace_fact: Option<Json>,
+}
+
+impl Actions {
+    /// Names of the keys present, in a fixed order (for lane checks and messages).
+    pub fn present_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        macro_rules! k {
+            ($f:ident, $name:literal) => {
+                if self.$f.is_some() {
+                    keys.push($name);
+                }
+            };
+        }
+        k!(state_delta, "stateDelta");
+        k!(artifact_delta, "artifactDelta");
+        k!(permission_request, "permissionRequest");
+        k!(permission_decision, "permissionDecision");
+        k!(permission_answer_accepted, "permissionAnswerAccepted");
+        k!(permission_closure_accepted, "permissionClosureAccepted");
+        k!(user_question_request, "userQuestionRequest");
+        k!(user_question_answer_accepted, "userQuestionAnswerAccepted");
+        k!(transfer_to_agent, "transferToAgent");
+        k!(end_invocation, "endInvocation");
+        k!(token_usage, "tokenUsage");
+        k!(tool_dispatch, "toolDispatch");
+        k!(tool_recovery, "toolRecovery");
+        k!(runtime_protocol, "runtimeProtocol");
+        k!(continuation_start, "continuationStart");
+        k!(workspace_fact, "workspaceFact");
+        keys
+    }
+}
+
+/// `actions.toolDispatch` (the T1 fact).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDispatch {
+    pub operation_id: JsStr,
+    pub provider_tool_call_id: JsStr,
+    pub tool_name: JsStr,
+    pub canonical_args_hash: JsStr,
+    pub recovery_mode: RecoveryMode,
+}
+
+/// `actions.toolRecovery` (a recovery-bundle fact): `{kind, version: 1, payload}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolRecovery {
+    /// `maka.tool.reconcile_result` or `maka.tool.recovery_decision`.
+    pub kind: JsStr,
+    /// `payload.operationId`.
+    pub operation_id: JsStr,
+    /// The whole validated envelope.
+    pub envelope: Json,
+}
+
+/// `refs`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Refs {
+    pub stored_message_id: Option<JsStr>,
+    pub trace_event_id: Option<JsStr>,
+    pub tool_call_id: Option<JsStr>,
+    pub provider_event_id: Option<JsStr>,
+    pub source_message_digest: Option<JsStr>,
+    pub provider_request_trace_id: Option<JsStr>,
+    pub artifact_id: Option<JsStr>,
+    pub operation_id: Option<JsStr>,
+    pub parent_tool_call_id: Option<JsStr>,
+    pub parent_operation_id: Option<JsStr>,
+    pub step_id: Option<JsStr>,
+    pub source_invocation_id: Option<JsStr>,
+    pub source_run_id: Option<JsStr>,
+    pub source_turn_id: Option<JsStr>,
+    pub source_runtime_event_high_water: Option<f64>,
+}
+
+impl Refs {
+    /// Names of the keys present, in a fixed order (for lane checks).
+    pub fn present_keys(&self) -> Vec<&'static str> {
+        let mut keys = Vec::new();
+        macro_rules! k {
+            ($f:ident, $name:literal) => {
+                if self.$f.is_some() {
+                    keys.push($name);
+                }
+            };
+        }
+        k!(stored_message_id, "storedMessageId");
+        k!(trace_event_id, "traceEventId");
+        k!(tool_call_id, "toolCallId");
+        k!(provider_event_id, "providerEventId");
+        k!(source_message_digest, "sourceMessageDigest");
+        k!(provider_request_trace_id, "providerRequestTraceId");
+        k!(artifact_id, "artifactId");
+        k!(operation_id, "operationId");
+        k!(parent_tool_call_id, "parentToolCallId");
+        k!(parent_operation_id, "parentOperationId");
+        k!(step_id, "stepId");
+        k!(source_invocation_id, "sourceInvocationId");
+        k!(source_run_id, "sourceRunId");
+        k!(source_turn_id, "sourceTurnId");
+        k!(source_runtime_event_high_water, "sourceRuntimeEventHighWater");
+        keys
+    }
+}
+
+/// The five identity columns of a `runtime_events` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RowIdentity {
+    pub event_id: String,
+    pub session_id: String,
+    pub invocation_id: String,
+    pub run_id: String,
+    pub turn_id: String,
+}
+
+/// Maka's store check: the payload's five ids equal the row's columns.
+pub fn row_identity_matches(event: &RuntimeEvent, row: &RowIdentity) -> bool {
+    event.id == *row.event_id.as_str()
+        && event.session_id == *row.session_id.as_str()
+        && event.invocation_id == *row.invocation_id.as_str()
+        && event.run_id == *row.run_id.as_str()
+        && event.turn_id == *row.turn_id.as_str()
+}

@@ -1,0 +1,13 @@
+//! wsledger: doctor and replay tool for the workspace database of the Apache Maka agent
+//! runtime.
+//!
+//! Layers (the import graph is the architecture):
+//! - `json`, `args_hash`, `event`, `ledger`: the pure core. Values in, values out; no
+//!   I/O, no clock, no environment.
+//! - `db`: the only module that names SQL.
+//! - `report`: renders values; `cli`: parses arguments and orchestrates.
+
+pub mod args_hash;
+pub mod event;
+pub mod json;
+pub mod ledger;
