@@ -10,4 +10,5 @@
 pub mod args_hash;
 pub mod event;
 pub mod json;
+pub mod db;
 pub mod ledger;

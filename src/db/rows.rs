@@ -1,0 +1,450 @@
+//! Rows exactly as stored, and the queries that read them. No interpretation here:
+//! a column of an unexpected type is read as text so the core can judge it.
+
+use std::collections::BTreeMap;
+
+use rusqlite::types::ValueRef;
+use rusqlite::Row;
+
+use super::schema::{schema_object, SchemaObject};
+use super::{DbError, Workspace};
+
+/// One `runtime_events` row.
+#[derive(Clone, Debug)]
+pub struct EventRow {
+    pub event_id: String,
+    pub session_id: String,
+    pub invocation_id: String,
+    pub run_id: String,
+    pub turn_id: String,
+    pub event_seq: i64,
+    pub event_kind: String,
+    /// The payload text; bytes that are not UTF-8 are replaced as Node replaces them.
+    pub payload_json: String,
+    pub committed_at: i64,
+}
+
+/// One `core_agent_runs` row.
+#[derive(Clone, Debug)]
+pub struct HeaderRow {
+    pub session_id: String,
+    pub run_id: String,
+    pub created_at: i64,
+    pub record_json: String,
+}
+
+/// One `tool_operations` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationRow {
+    pub operation_id: String,
+    pub invocation_id: String,
+    pub run_id: String,
+    pub turn_id: String,
+    pub provider_tool_call_id: String,
+    pub tool_name: String,
+    pub canonical_args_hash: String,
+    pub recovery_mode: String,
+    pub current_state: String,
+    pub call_event_id: String,
+    pub result_event_id: Option<String>,
+    pub version: i64,
+    pub dispatch_event_id: Option<String>,
+}
+
+/// One `tool_journal_events` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalRow {
+    pub journal_seq: i64,
+    pub journal_event_id: String,
+    pub operation_id: String,
+    pub invocation_id: String,
+    pub run_id: String,
+    pub turn_id: String,
+    pub state: String,
+    pub runtime_event_id: Option<String>,
+    pub canonical_args_hash: Option<String>,
+    pub recovery_mode: Option<String>,
+    pub metadata_json: Option<String>,
+    pub committed_at: i64,
+}
+
+/// One `session_metadata` row, reduced to what the doctor reads.
+#[derive(Clone, Debug)]
+pub struct SessionRow {
+    pub session_id: String,
+    pub is_archived: bool,
+    pub payload_json: String,
+}
+
+/// Per-run facts from `core_agent_run_events`.
+#[derive(Clone, Debug, Default)]
+pub struct RunEventsSummary {
+    pub count: i64,
+    pub max_sequence: Option<i64>,
+    /// `event_type` of the run events in sequence order.
+    pub types: Vec<String>,
+    /// Raw record JSON of each run event, in sequence order.
+    pub records: Vec<String>,
+}
+
+/// Everything about the schema that the doctor checks.
+#[derive(Clone, Debug, Default)]
+pub struct SchemaFacts {
+    pub user_version: i64,
+    pub tables: Vec<String>,
+    pub objects: Vec<SchemaObject>,
+    /// `operational_schema_migrations` (scope → version); `None` if the table is absent.
+    pub registry: Option<BTreeMap<String, i64>>,
+    /// `runtime_capabilities` (capability → version); `None` if the table is absent.
+    pub capabilities: Option<BTreeMap<String, i64>>,
+}
+
+fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => String::new(),
+        ValueRef::Integer(n) => n.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+    })
+}
+
+fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => None,
+        _ => Some(text(row, i)?),
+    })
+}
+
+fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Integer(n) => n,
+        ValueRef::Real(f) => f as i64,
+        ValueRef::Text(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).unwrap_or(0),
+        _ => 0,
+    })
+}
+
+/// The order of Maka's health scan and projection rebuild.
+const EVENTS_IN_SCAN_ORDER: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
+     event_seq, event_kind, payload_json, committed_at FROM runtime_events \
+     ORDER BY invocation_id, event_seq, event_id";
+
+const EVENTS_OF_SESSION: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
+     event_seq, event_kind, payload_json, committed_at FROM runtime_events \
+     WHERE session_id = ?1 ORDER BY invocation_id, event_seq, event_id";
+
+fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
+    Ok(EventRow {
+        event_id: text(r, 0)?,
+        session_id: text(r, 1)?,
+        invocation_id: text(r, 2)?,
+        run_id: text(r, 3)?,
+        turn_id: text(r, 4)?,
+        event_seq: int(r, 5)?,
+        event_kind: text(r, 6)?,
+        payload_json: text(r, 7)?,
+        committed_at: int(r, 8)?,
+    })
+}
+
+impl Workspace {
+    /// Reads `user_version`, the schema objects, the registry and the capabilities.
+    pub fn schema_facts(&self) -> Result<SchemaFacts, DbError> {
+        let c = self.conn();
+        let e = |e: rusqlite::Error| self.err(&e);
+        let user_version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(e)?;
+        let mut stmt = c
+            .prepare(
+                "SELECT type, name, tbl_name, sql FROM sqlite_schema \
+                 WHERE name NOT LIKE 'sqlite_%' AND type IN ('table','index','trigger','view') \
+                 AND sql IS NOT NULL ORDER BY type, name",
+            )
+            .map_err(e)?;
+        let mut objects = Vec::new();
+        let mut tables = Vec::new();
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let (kind, name, tbl, sql) = (text(r, 0).map_err(e)?, text(r, 1).map_err(e)?, text(r, 2).map_err(e)?, text(r, 3).map_err(e)?);
+            if kind == "table" {
+                tables.push(name.clone());
+            }
+            objects.push(schema_object(&kind, &name, &tbl, &sql));
+        }
+        let has = |t: &str| tables.iter().any(|x| x == t);
+        let pairs = |sql: &str| -> Result<BTreeMap<String, i64>, DbError> {
+            let mut stmt = c.prepare(sql).map_err(e)?;
+            let mut rows = stmt.query([]).map_err(e)?;
+            let mut out = BTreeMap::new();
+            while let Some(r) = rows.next().map_err(e)? {
+                out.insert(text(r, 0).map_err(e)?, int(r, 1).map_err(e)?);
+            }
+            Ok(out)
+        };
+        let registry = if has("operational_schema_migrations") {
+            Some(pairs("SELECT scope, version FROM operational_schema_migrations")?)
+        } else {
+            None
+        };
+        let capabilities = if has("runtime_capabilities") {
+            Some(pairs("SELECT capability, version FROM runtime_capabilities")?)
+        } else {
+            None
+        };
+        Ok(SchemaFacts { user_version, tables, objects, registry, capabilities })
+    }
+
+    /// Streams every `runtime_events` row in Maka's health-scan order
+    /// (`invocation_id, event_seq, event_id`).
+    pub fn for_each_event(
+        &self,
+        mut f: impl FnMut(EventRow),
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            f(event_row(r).map_err(e)?);
+        }
+        Ok(())
+    }
+
+    /// Every `runtime_events` row of one session, in scan order (through the
+    /// session index).
+    pub fn session_events(&self, session_id: &str) -> Result<Vec<EventRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self.conn().prepare(EVENTS_OF_SESSION).map_err(e)?;
+        let rows = stmt.query_map([session_id], event_row).map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Number of `runtime_events` rows (for progress).
+    pub fn event_count(&self) -> Result<u64, DbError> {
+        let n: i64 = self
+            .conn()
+            .query_row("SELECT count(*) FROM runtime_events", [], |r| r.get(0))
+            .map_err(|e| self.err(&e))?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// Every run header, in Maka's session order.
+    pub fn run_headers(&self) -> Result<Vec<HeaderRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT session_id, run_id, created_at, record_json FROM core_agent_runs \
+                 ORDER BY session_id, created_at, run_id",
+            )
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(HeaderRow {
+                    session_id: text(r, 0)?,
+                    run_id: text(r, 1)?,
+                    created_at: int(r, 2)?,
+                    record_json: text(r, 3)?,
+                })
+            })
+            .map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Every `tool_operations` row.
+    pub fn tool_operations(&self) -> Result<Vec<OperationRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT operation_id, invocation_id, run_id, turn_id, provider_tool_call_id, \
+                 tool_name, canonical_args_hash, recovery_mode, current_state, call_event_id, \
+                 result_event_id, version, dispatch_event_id FROM tool_operations \
+                 ORDER BY operation_id",
+            )
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(OperationRow {
+                    operation_id: text(r, 0)?,
+                    invocation_id: text(r, 1)?,
+                    run_id: text(r, 2)?,
+                    turn_id: text(r, 3)?,
+                    provider_tool_call_id: text(r, 4)?,
+                    tool_name: text(r, 5)?,
+                    canonical_args_hash: text(r, 6)?,
+                    recovery_mode: text(r, 7)?,
+                    current_state: text(r, 8)?,
+                    call_event_id: text(r, 9)?,
+                    result_event_id: opt_text(r, 10)?,
+                    version: int(r, 11)?,
+                    dispatch_event_id: opt_text(r, 12)?,
+                })
+            })
+            .map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Every `tool_journal_events` row in journal order.
+    pub fn tool_journal(&self) -> Result<Vec<JournalRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT journal_seq, journal_event_id, operation_id, invocation_id, run_id, \
+                 turn_id, state, runtime_event_id, canonical_args_hash, recovery_mode, \
+                 metadata_json, committed_at FROM tool_journal_events ORDER BY journal_seq",
+            )
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(JournalRow {
+                    journal_seq: int(r, 0)?,
+                    journal_event_id: text(r, 1)?,
+                    operation_id: text(r, 2)?,
+                    invocation_id: text(r, 3)?,
+                    run_id: text(r, 4)?,
+                    turn_id: text(r, 5)?,
+                    state: text(r, 6)?,
+                    runtime_event_id: opt_text(r, 7)?,
+                    canonical_args_hash: opt_text(r, 8)?,
+                    recovery_mode: opt_text(r, 9)?,
+                    metadata_json: opt_text(r, 10)?,
+                    committed_at: int(r, 11)?,
+                })
+            })
+            .map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Every session's archive flag and header JSON.
+    pub fn sessions(&self) -> Result<Vec<SessionRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT session_id, is_archived, payload_json FROM session_metadata ORDER BY session_id")
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(SessionRow {
+                    session_id: text(r, 0)?,
+                    is_archived: int(r, 1)? != 0,
+                    payload_json: text(r, 2)?,
+                })
+            })
+            .map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Events that have no ordinal row: `(event_id, session_id, run_id)`.
+    pub fn events_without_ordinal(&self) -> Result<Vec<(String, String, String)>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT e.event_id, e.session_id, e.run_id FROM runtime_events e \
+                 LEFT JOIN runtime_session_event_ordinals o ON o.event_id = e.event_id \
+                 WHERE o.event_id IS NULL ORDER BY e.session_id, e.event_id",
+            )
+            .map_err(e)?;
+        let rows = stmt.query_map([], |r| Ok((text(r, 0)?, text(r, 1)?, text(r, 2)?))).map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Sessions whose ordinals are not exactly 1..n: `(session_id, count, max)`.
+    pub fn ordinal_gaps(&self) -> Result<Vec<(String, i64, i64)>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT session_id, count(*), max(ordinal) FROM runtime_session_event_ordinals \
+                 GROUP BY session_id HAVING count(*) <> max(ordinal) OR min(ordinal) <> 1 \
+                 ORDER BY session_id",
+            )
+            .map_err(e)?;
+        let rows = stmt.query_map([], |r| Ok((text(r, 0)?, int(r, 1)?, int(r, 2)?))).map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Partial snapshots per run: `(session_id, run_id) → (count, max updated_at)`.
+    pub fn partial_snapshot_summary(
+        &self,
+    ) -> Result<BTreeMap<(String, String), (i64, i64)>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT session_id, run_id, count(*), max(updated_at) FROM runtime_partial_snapshots \
+                 GROUP BY session_id, run_id",
+            )
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| Ok(((text(r, 0)?, text(r, 1)?), (int(r, 2)?, int(r, 3)?))))
+            .map_err(e)?;
+        rows.collect::<Result<BTreeMap<_, _>, _>>().map_err(e)
+    }
+
+    /// Operational run events per run, in sequence order.
+    pub fn run_events(&self) -> Result<BTreeMap<(String, String), RunEventsSummary>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT session_id, run_id, sequence, event_type, record_json \
+                 FROM core_agent_run_events ORDER BY session_id, run_id, sequence",
+            )
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        let mut out: BTreeMap<(String, String), RunEventsSummary> = BTreeMap::new();
+        while let Some(r) = rows.next().map_err(e)? {
+            let key = (text(r, 0).map_err(e)?, text(r, 1).map_err(e)?);
+            let s = out.entry(key).or_default();
+            let seq = int(r, 2).map_err(e)?;
+            s.count += 1;
+            s.max_sequence = Some(s.max_sequence.map_or(seq, |m| m.max(seq)));
+            s.types.push(text(r, 3).map_err(e)?);
+            s.records.push(text(r, 4).map_err(e)?);
+        }
+        Ok(out)
+    }
+
+    /// Continuation claims: `(source_session, source_run, target_session, target_run,
+    /// target_invocation, target_turn)`.
+    pub fn continuation_claims(
+        &self,
+    ) -> Result<Vec<[String; 6]>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT source_session_id, source_run_id, target_session_id, target_run_id, \
+                 target_invocation_id, target_turn_id FROM runtime_continuation_claims",
+            )
+            .map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok([text(r, 0)?, text(r, 1)?, text(r, 2)?, text(r, 3)?, text(r, 4)?, text(r, 5)?])
+            })
+            .map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// `PRAGMA quick_check` over the whole file (slow on large files).
+    pub fn quick_check(&self) -> Result<Vec<String>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self.conn().prepare("PRAGMA quick_check").map_err(e)?;
+        let rows = stmt.query_map([], |r| text(r, 0)).map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Whether a table exists.
+    pub fn has_table(&self, name: &str) -> Result<bool, DbError> {
+        let n: i64 = self
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(n > 0)
+    }
+}
