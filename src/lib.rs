@@ -9,6 +9,8 @@
 
 pub mod args_hash;
 pub mod event;
+pub mod findings;
+pub mod header;
 pub mod json;
 pub mod db;
 pub mod ledger;

@@ -1,0 +1,339 @@
+//! Findings: what the doctor reports, with stable codes.
+//!
+//! Every code's explanation lives here, next to its definition, so `--help`, the man
+//! pages, `wsledger explain` and the README all read one source. Scanner codes are
+//! Maka's own strings, verbatim.
+
+use serde::Serialize;
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// The definition of one finding code.
+#[derive(Debug)]
+pub struct CodeInfo {
+    pub code: &'static str,
+    pub severity: Severity,
+    /// One line: what the finding says.
+    pub title: &'static str,
+    /// Why it matters to Maka: what Maka refuses or does because of it.
+    pub impact: &'static str,
+    /// How it usually happens.
+    pub cause: &'static str,
+    /// What to do (also the default hint).
+    pub action: &'static str,
+}
+
+macro_rules! codes {
+    ($( $code:literal, $sev:ident, $title:literal, $impact:literal, $cause:literal, $action:literal; )*) => {
+        /// Every code the tool can emit.
+        pub const CODES: &[CodeInfo] = &[
+            $( CodeInfo { code: $code, severity: Severity::$sev, title: $title, impact: $impact, cause: $cause, action: $action }, )*
+        ];
+    };
+}
+
+const GATE: &str = "Maka's workspace health gate reads every runtime event of the file: while \
+any scanner issue exists, Maka refuses every tool-bearing write (tool calls, dispatches, tool \
+results) in every session of this workspace, naming only the first issue.";
+
+const QUARANTINE: &str = "Maka cannot repair this. Find the session with `wsledger doctor scan`, \
+read it with `wsledger replay --session ID`, then set the session aside with \
+`wsledger doctor quarantine --session ID --apply` (reversible with `wsledger doctor restore`).";
+
+codes! {
+    "duplicate_event_id", Error, "two scanned events share one event id",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "Cannot persist in SQLite (event_id is the primary key); seen only in event lists.",
+    "Remove one copy; see `wsledger doctor quarantine`.";
+    "semantic_lane_conflict", Error, "a tool event does not fit its lane's envelope, or claims two lanes",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace; the rejected event never registers, so its partner may also be reported.",
+    "A writer that bypassed Maka's tool boundary, e.g. a tool result whose stateDelta carries more than durationMs.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "duplicate_call", Error, "a second function_call for the same (invocation, tool call id)",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "A provider that re-used a tool-call id inside one invocation, or a retried write with a fresh event id.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "duplicate_operation", Error, "a dispatch re-uses an operation id bound to another call",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "Operation ids are derived from (invocation, tool call id); a copy of events between invocations or workspaces produces this.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "duplicate_dispatch", Error, "a second dispatch for the same (invocation, tool call id)",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "A T1 dispatch written twice outside Maka's atomic tool boundary writer.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "duplicate_response", Error, "a second function_response for the same (invocation, tool call id)",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "A tool result written twice, e.g. a synthetic refusal after the real outcome was committed.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "orphan_dispatch", Error, "a dispatch without a call (declared by Maka, never emitted)",
+    "Tool-ledger corruption.",
+    "Maka's scanner reports a dispatch without its call as event_order_conflict instead.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "orphan_response", Error, "a function_response with no earlier call, dispatch or response for its tool call id",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace (Maka bug #2234 shape).",
+    "A refused tool call whose synthetic error result went to the generic lane while the call itself was never written (Maka <= v0.1.6), or a result copied into another invocation.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "canonical_args_hash_conflict", Error, "a dispatch's canonicalArgsHash differs from the hash of its call's arguments",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "The call's arguments were edited after dispatch, or the dispatch was written by another hashing rule.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "invocation_identity_conflict", Error, "an event shares an invocation id with another (session, run, turn)",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write, and Maka's next append to that run throws an identity conflict.",
+    "Rows written by hand or imported with re-used invocation ids.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "identity_conflict", Error, "a call, dispatch or response disagrees with its partner's identity",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "A dispatch naming another tool, a response with wrong refs for a dispatched operation, or a generic-lane result for a T1 call (Maka bug #2253 shape).",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "event_order_conflict", Error, "a tool fact arrived before the fact it depends on",
+    "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
+    "A dispatch without its call, a dispatch after its response, or a recovery fact before any dispatch bound its operation.",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "event_undecodable", Error, "a runtime_events row Maka cannot decode",
+    "Maka's gate throws the decode error for every tool-bearing write in the workspace, the session view of that session fails, and the Runtime Host's strict start-up recovery throws on the run, so Maka does not start.",
+    "A payload with an unknown key, a null optional field, a bad enum value, invalid JSON, or a payload whose ids differ from the row's columns (written outside Maka).",
+    "Quarantine the session that holds it (`wsledger doctor quarantine`); Maka cannot read or repair it.";
+    "run_stuck_running", Error, "a run header is open (created, running, waiting_for_user) and its log has no terminal event",
+    "The run shows as running forever; Maka's next start recovers it unless it is excluded (archived session, continuation target, corrupt ledger).",
+    "A crash, or a latched store that skipped the terminal write (`traceWriteError` on the header).",
+    "Run `wsledger doctor finalize-runs` to see the plan, then `--apply` to write the terminal event Maka would write.";
+    "run_unreadable", Error, "a run has a row Maka cannot decode",
+    "Maka cannot read the run's events; its Runtime Host start-up recovery stops on it, so Maka does not start.",
+    "A damaged or hand-written runtime_events row in the run.",
+    "Quarantine the session (`wsledger doctor quarantine`); finalize-runs skips such runs.";
+    "run_header_undecodable", Error, "a core_agent_runs record Maka cannot decode",
+    "Maka's strict start-up recovery reads every header and throws on this one, so Maka does not start.",
+    "A header written by another tool, with an unknown key, a bad enum or an unsafe id.",
+    "Quarantine the session (`wsledger doctor quarantine`).";
+    "run_terminal_ambiguous", Error, "a run has two or more terminal events",
+    "Maka refuses the session view and its strict start-up recovery throws (\"ambiguous terminal facts\"), so Maka does not start.",
+    "A second terminal appended outside Maka (Maka refuses any append after a terminal).",
+    "Quarantine the session (`wsledger doctor quarantine`); finalize-runs never touches it.";
+    "run_terminal_without_status", Error, "a run's only terminal event has endInvocation but no terminal status",
+    "Maka's start-up recovery throws (\"terminal RuntimeEvent must carry a terminal status\"), so Maka does not start.",
+    "A terminal written by a tool that set only actions.endInvocation.",
+    "Quarantine the session (`wsledger doctor quarantine`).";
+    "run_terminal_not_tail", Error, "a run's terminal event is not its last immutable event",
+    "Maka's start-up recovery throws (\"Terminal RuntimeEvent must be the immutable ledger tail\") when it tries to adopt it.",
+    "An event appended after the terminal, bypassing Maka's seal check.",
+    "Quarantine the session (`wsledger doctor quarantine`).";
+    "run_terminal_unusable", Error, "a run's only terminal-looking event is partial or names another turn",
+    "The run is sealed (no more appends) yet has no usable terminal fact: Maka can neither close nor continue it, and strict recovery throws.",
+    "A partial event carrying a terminal status, or a terminal written with a wrong turn id.",
+    "Quarantine the session (`wsledger doctor quarantine`).";
+    "run_header_terminal_without_event", Error, "a run header is terminal but its log has no valid terminal event",
+    "Maka's session view throws until its repair writes a failed/missing_terminal_event terminal, rewriting the header to failed.",
+    "A header updated outside Maka, or a terminal event lost.",
+    "Run `wsledger doctor finalize-runs --apply`: it writes what Maka's ledger repair writes.";
+    "run_header_contradicts_terminal", Error, "a terminal run header disagrees with its terminal event",
+    "The terminal event is the authority; Maka's read path rewrites the header from it.",
+    "The header was patched after the terminal event was written.",
+    "Open the session in Maka (its read path rewrites the header), or leave it: the event decides.";
+    "run_header_missing", Warning, "runtime events belong to a run that has no header",
+    "Maka's run views and recovery do not see the run; its events still count for the tool-ledger gate.",
+    "A header deleted or never written (imports, crashes before the header).",
+    "Read the session with `wsledger replay --session ID`; quarantine it if it is not needed.";
+    "operation_unsettled", Warning, "a dispatched tool operation has no outcome",
+    "Maka never retries it. outcome_unknown operations get a synthetic outcome at Maka's next start, which fails if the run was sealed first.",
+    "The process died while the tool ran (crash mid-tool).",
+    "Nothing is required; finalize-runs settles what Maka settles before sealing the run.";
+    "event_seq_gap", Warning, "an invocation's event_seq values are not 1..n",
+    "Continuation-prefix reads fail on a gap (\"event_seq gap\").",
+    "Rows deleted by hand.",
+    "Replay the session; quarantine it if a continuation depends on it.";
+    "ordinal_missing", Warning, "a runtime event has no session ordinal row",
+    "The event is invisible to ordinal readers (memory extraction cursors).",
+    "A row inserted outside Maka's writer.",
+    "Nothing urgent; quarantine and restore do not change ordinals.";
+    "ordinal_gap", Warning, "a session's ordinals are not 1..n",
+    "Memory-extraction cursors may skip or repeat events.",
+    "Rows deleted by hand.",
+    "Nothing urgent.";
+    "projection_operation_missing", Warning, "a dispatched operation in the log has no tool_operations row",
+    "Maka's recovery lists unsettled operations from the projection and would miss this one.",
+    "A projection write lost, or rows deleted by hand.",
+    "The log is the authority; replay the session to see the operation.";
+    "projection_operation_extra", Warning, "a tool_operations row has no dispatched operation in the log",
+    "The projection claims an operation the log never dispatched.",
+    "Rows written or left behind outside Maka.",
+    "The log is the authority; replay the session to compare.";
+    "projection_operation_mismatch", Warning, "a tool_operations row differs from the rebuild from the log",
+    "Maka's recovery reads the projection; it would act on the stored value.",
+    "A projection edited by hand or a partial write.",
+    "The log is the authority; replay the session to see the field.";
+    "projection_journal_missing", Warning, "a journal row the log implies is missing from tool_journal_events",
+    "The per-operation transition history is incomplete.",
+    "A projection write lost, or rows deleted by hand.",
+    "The log is the authority.";
+    "projection_journal_extra", Warning, "a tool_journal_events row the log does not imply",
+    "The journal claims a transition the log does not hold.",
+    "Rows written outside Maka.",
+    "The log is the authority.";
+    "projection_journal_mismatch", Warning, "a tool_journal_events row differs from the rebuild from the log",
+    "The journal disagrees with the log.",
+    "A projection edited by hand.",
+    "The log is the authority.";
+    "schema_object_missing", Error, "a table, index or trigger of Maka's schema is missing",
+    "Maka refuses to open a workspace whose schema differs from its target in any object.",
+    "A damaged file, a tool that dropped an object, or a different Maka version.",
+    "Restore from a backup, or open the workspace with the Maka version that wrote it.";
+    "schema_object_changed", Error, "a schema object's definition differs from Maka's",
+    "Maka refuses to open a workspace whose schema differs from its target in any object.",
+    "A tool that altered a table, or a different Maka version.",
+    "Restore from a backup, or open the workspace with the Maka version that wrote it.";
+    "schema_object_unexpected", Error, "a schema object Maka does not know (e.g. an extra index)",
+    "Maka refuses to open the workspace (\"unexpected schema object\").",
+    "A tool (or person) added an index, table, trigger or view to runtime.sqlite.",
+    "Drop the extra object with the sqlite3 shell after a backup, while Maka is not running.";
+    "schema_version_mismatch", Warning, "PRAGMA user_version is not 12",
+    "Maka migrates an older file on open and refuses a newer one; wsledger scans what it can.",
+    "A workspace written by another Maka release.",
+    "Open it with the matching Maka release before repairing it.";
+    "schema_registry_mismatch", Warning, "operational_schema_migrations differs from Maka's current registry",
+    "Maka migrates an older registry and refuses newer or unknown scopes.",
+    "A workspace written by another Maka release, or a damaged registry.",
+    "Open it with the matching Maka release before repairing it.";
+    "schema_capability_mismatch", Warning, "runtime_capabilities rows are missing or have another version",
+    "Maka's runtime store refuses to open without its three capability rows at version 1.",
+    "A damaged file or an older release.",
+    "Restore from a backup.";
+    "sqlite_corrupt", Error, "SQLite's quick_check reports damage",
+    "Maka may fail on any read of the damaged pages.",
+    "Disk or file-system damage, or a copy taken without its -wal.",
+    "Keep a copy, restore from a backup, or recover with the sqlite3 `.recover` command.";
+}
+
+/// The definition of `code`, if the tool can emit it.
+pub fn code_info(code: &str) -> Option<&'static CodeInfo> {
+    CODES.iter().find(|c| c.code == code)
+}
+
+/// One thing the doctor found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub session_id: Option<String>,
+    pub run_id: Option<String>,
+    pub event_id: Option<String>,
+    pub operation_id: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub message: String,
+    pub hint: String,
+}
+
+impl Finding {
+    /// A finding of `code` with its registered severity and default hint.
+    ///
+    /// Panics only on a code missing from `CODES`, which a test rules out.
+    pub fn new(code: &'static str, message: impl Into<String>) -> Finding {
+        let info = code_info(code).unwrap_or_else(|| panic!("unregistered finding code {code}"));
+        Finding {
+            code: info.code,
+            severity: info.severity,
+            session_id: None,
+            run_id: None,
+            event_id: None,
+            operation_id: None,
+            tool_call_id: None,
+            message: message.into(),
+            hint: info.action.to_owned(),
+        }
+    }
+
+    pub fn session(mut self, s: impl Into<String>) -> Self {
+        self.session_id = Some(s.into());
+        self
+    }
+    pub fn run(mut self, r: impl Into<String>) -> Self {
+        self.run_id = Some(r.into());
+        self
+    }
+    pub fn event(mut self, e: impl Into<String>) -> Self {
+        self.event_id = Some(e.into());
+        self
+    }
+    pub fn operation(mut self, o: impl Into<String>) -> Self {
+        self.operation_id = Some(o.into());
+        self
+    }
+    pub fn tool_call(mut self, t: impl Into<String>) -> Self {
+        self.tool_call_id = Some(t.into());
+        self
+    }
+    pub fn hint(mut self, h: impl Into<String>) -> Self {
+        self.hint = h.into();
+        self
+    }
+}
+
+/// Extra text shared by explanations.
+pub fn explain_text(info: &CodeInfo) -> String {
+    let mut out = format!(
+        "{code} ({sev})\n  {title}\n\nWhy it matters\n  {impact}\n\nHow it happens\n  {cause}\n\nWhat to do\n  {action}\n",
+        code = info.code,
+        sev = info.severity.as_str(),
+        title = info.title,
+        impact = info.impact,
+        cause = info.cause,
+        action = info.action,
+    );
+    if is_scanner_code(info.code) {
+        out.push_str(&format!("\nMaka's tool-ledger scanner code.\n  {GATE}\n  {QUARANTINE}\n"));
+    }
+    out
+}
+
+/// The twelve codes of Maka's tool-ledger scanner.
+pub const SCANNER_CODES: &[&str] = &[
+    "duplicate_event_id",
+    "semantic_lane_conflict",
+    "duplicate_call",
+    "duplicate_operation",
+    "duplicate_dispatch",
+    "duplicate_response",
+    "orphan_dispatch",
+    "orphan_response",
+    "canonical_args_hash_conflict",
+    "invocation_identity_conflict",
+    "identity_conflict",
+    "event_order_conflict",
+];
+
+pub fn is_scanner_code(code: &str) -> bool {
+    SCANNER_CODES.contains(&code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_complete() {
+        let mut seen = std::collections::HashSet::new();
+        for c in CODES {
+            assert!(seen.insert(c.code), "duplicate {}", c.code);
+            assert!(!c.title.is_empty() && !c.impact.is_empty() && !c.action.is_empty());
+        }
+        for s in SCANNER_CODES {
+            assert_eq!(code_info(s).unwrap().severity, Severity::Error);
+        }
+    }
+}

@@ -1,0 +1,276 @@
+//! The AgentRun header (`core_agent_runs.record_json`), decoded as strictly as Maka's
+//! `decodeAgentRunHeader` reads it. Pure.
+
+use serde_json::{Map, Value};
+
+/// Header status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HeaderStatus {
+    Created,
+    Running,
+    WaitingForUser,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl HeaderStatus {
+    pub fn parse(s: &str) -> Option<HeaderStatus> {
+        Some(match s {
+            "created" => HeaderStatus::Created,
+            "running" => HeaderStatus::Running,
+            // Maka folds this legacy spelling on read.
+            "waiting_for_user" | "waiting_permission" => HeaderStatus::WaitingForUser,
+            "completed" => HeaderStatus::Completed,
+            "failed" => HeaderStatus::Failed,
+            "cancelled" => HeaderStatus::Cancelled,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HeaderStatus::Created => "created",
+            HeaderStatus::Running => "running",
+            HeaderStatus::WaitingForUser => "waiting_for_user",
+            HeaderStatus::Completed => "completed",
+            HeaderStatus::Failed => "failed",
+            HeaderStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// completed, failed or cancelled.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, HeaderStatus::Completed | HeaderStatus::Failed | HeaderStatus::Cancelled)
+    }
+}
+
+/// A decoded run header: the fields the doctor reads, plus the whole object (in its
+/// stored key order) for patching.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunHeader {
+    pub run_id: String,
+    pub session_id: String,
+    pub turn_id: String,
+    pub invocation_id: Option<String>,
+    pub status: HeaderStatus,
+    pub created_at: f64,
+    pub updated_at: f64,
+    pub completed_at: Option<f64>,
+    pub failure_class: Option<String>,
+    pub abort_source: Option<String>,
+    pub tool_mode: Option<String>,
+    pub trace_write_error: Option<String>,
+    pub record: Map<String, Value>,
+}
+
+const REQUIRED: &[&str] = &[
+    "runId",
+    "sessionId",
+    "turnId",
+    "status",
+    "backendKind",
+    "llmConnectionSlug",
+    "modelId",
+    "cwd",
+    "permissionMode",
+    "createdAt",
+    "updatedAt",
+];
+
+const OPTIONAL: &[&str] = &[
+    "invocationId",
+    "completedAt",
+    "parentRunId",
+    "resumedFromRunId",
+    "retriedFromRunId",
+    "agentId",
+    "agentName",
+    "parentTurnId",
+    "retriedFromTurnId",
+    "regeneratedFromTurnId",
+    "branchOfTurnId",
+    "parentSessionId",
+    "workspaceIdentity",
+    "continuationSource",
+    "scheduledTaskId",
+    "legacyAutomationId",
+    "goalId",
+    "agentGraphWakeId",
+    "agentGraphWakeAttemptId",
+    "rootExecutionKind",
+    "failureClass",
+    "failureMessage",
+    "abortSource",
+    "traceWriteError",
+    "collaborationMode",
+    "orchestrationMode",
+    "orchestrationSource",
+    "agentSwarmAuthorization",
+    "toolMode",
+    "runComposition",
+];
+
+const OPTIONAL_STRINGS: &[&str] = &[
+    "invocationId",
+    "parentRunId",
+    "resumedFromRunId",
+    "retriedFromRunId",
+    "agentId",
+    "agentName",
+    "parentTurnId",
+    "retriedFromTurnId",
+    "regeneratedFromTurnId",
+    "branchOfTurnId",
+    "parentSessionId",
+    "workspaceIdentity",
+    "scheduledTaskId",
+    "legacyAutomationId",
+    "goalId",
+    "agentGraphWakeId",
+    "agentGraphWakeAttemptId",
+    "failureClass",
+    "failureMessage",
+    "abortSource",
+    "traceWriteError",
+];
+
+fn enum_ok(v: Option<&Value>, allowed: &[&str]) -> bool {
+    match v {
+        None => true,
+        Some(Value::String(s)) => allowed.contains(&s.as_str()),
+        Some(_) => false,
+    }
+}
+
+/// Maka's safe id pattern for run and session ids: `^[A-Za-z0-9_-]{1,128}$`.
+pub fn is_safe_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// Decodes `record_json` of the row `(session_id, run_id)`.
+pub fn decode_header(record_json: &str, session_id: &str, run_id: &str) -> Result<RunHeader, String> {
+    let value: Value =
+        serde_json::from_str(record_json).map_err(|e| format!("record is not JSON: {e}"))?;
+    let Value::Object(mut record) = value else {
+        return Err("record is not a JSON object".into());
+    };
+    // Legacy spelling Maka renames on read.
+    if record.contains_key("automationId") && !record.contains_key("legacyAutomationId") {
+        if let Some(v) = record.remove("automationId") {
+            record.insert("legacyAutomationId".into(), v);
+        }
+    }
+    for key in record.keys() {
+        if !REQUIRED.contains(&key.as_str()) && !OPTIONAL.contains(&key.as_str()) {
+            return Err(format!("unknown key `{key}`"));
+        }
+    }
+    for key in REQUIRED {
+        if !record.contains_key(*key) {
+            return Err(format!("missing key `{key}`"));
+        }
+    }
+    let s = |k: &str| record.get(k).and_then(Value::as_str).map(str::to_owned);
+    let num = |k: &str| record.get(k).and_then(Value::as_f64);
+    for key in ["runId", "sessionId", "turnId", "llmConnectionSlug", "modelId", "cwd"] {
+        if s(key).is_none() {
+            return Err(format!("`{key}` is not a string"));
+        }
+    }
+    for key in OPTIONAL_STRINGS {
+        if record.get(*key).is_some_and(|v| !v.is_string()) {
+            return Err(format!("`{key}` is not a string"));
+        }
+    }
+    let status = s("status")
+        .and_then(|v| HeaderStatus::parse(&v))
+        .ok_or_else(|| "`status` is not a run status".to_owned())?;
+    if !enum_ok(record.get("backendKind"), &["ai-sdk", "fake"]) {
+        return Err("`backendKind` is not a backend kind".into());
+    }
+    if !enum_ok(record.get("permissionMode"), &["explore", "ask", "bypass", "execute"]) {
+        return Err("`permissionMode` is not a permission mode".into());
+    }
+    let enums: [(&str, &[&str]); 6] = [
+        ("collaborationMode", &["agent", "plan"]),
+        ("orchestrationMode", &["default", "swarm", "graph"]),
+        ("orchestrationSource", &["session", "turn_override"]),
+        ("agentSwarmAuthorization", &["none", "session_mode", "turn_override"]),
+        ("rootExecutionKind", &["context_compact"]),
+        ("toolMode", &["direct", "code_mode"]),
+    ];
+    for (key, allowed) in enums {
+        if !enum_ok(record.get(key), allowed) {
+            return Err(format!("`{key}` has an unknown value"));
+        }
+    }
+    let origins = ["scheduledTaskId", "legacyAutomationId", "goalId", "agentGraphWakeId"];
+    if origins.iter().filter(|k| record.contains_key(**k)).count() > 1 {
+        return Err("more than one of scheduledTaskId, legacyAutomationId, goalId, agentGraphWakeId".into());
+    }
+    let created_at = num("createdAt").ok_or("`createdAt` is not a number")?;
+    let updated_at = num("updatedAt").ok_or("`updatedAt` is not a number")?;
+    let completed_at = match record.get("completedAt") {
+        None => None,
+        Some(v) => Some(v.as_f64().ok_or("`completedAt` is not a number")?),
+    };
+    for key in ["continuationSource", "runComposition"] {
+        if record.get(key).is_some_and(|v| !v.is_object()) {
+            return Err(format!("`{key}` is not an object"));
+        }
+    }
+    let header = RunHeader {
+        run_id: s("runId").unwrap_or_default(),
+        session_id: s("sessionId").unwrap_or_default(),
+        turn_id: s("turnId").unwrap_or_default(),
+        invocation_id: s("invocationId"),
+        status,
+        created_at,
+        updated_at,
+        completed_at,
+        failure_class: s("failureClass"),
+        abort_source: s("abortSource"),
+        tool_mode: s("toolMode"),
+        trace_write_error: s("traceWriteError"),
+        record,
+    };
+    if header.run_id != run_id || header.session_id != session_id {
+        return Err("the record's runId/sessionId differ from the row".into());
+    }
+    if !is_safe_id(run_id) || !is_safe_id(session_id) {
+        return Err("run or session id is not a safe id (A-Z a-z 0-9 _ -, 1..128)".into());
+    }
+    Ok(header)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"{"runId":"r1","invocationId":"r1","sessionId":"s1","turnId":"t1","status":"running","backendKind":"ai-sdk","llmConnectionSlug":"x","modelId":"m","cwd":"/","permissionMode":"ask","createdAt":1,"updatedAt":2}"#;
+
+    #[test]
+    fn decodes_a_running_header() {
+        let h = decode_header(OK, "s1", "r1").unwrap();
+        assert_eq!(h.status, HeaderStatus::Running);
+        assert_eq!(h.invocation_id.as_deref(), Some("r1"));
+        assert_eq!(h.record.keys().next().map(String::as_str), Some("runId"));
+    }
+
+    #[test]
+    fn rejects_unknown_keys_bad_enums_and_row_mismatch() {
+        assert!(decode_header(&OK.replace("\"cwd\"", "\"cwdx\""), "s1", "r1").is_err());
+        assert!(decode_header(&OK.replace("running", "paused"), "s1", "r1").is_err());
+        assert!(decode_header(OK, "s1", "r2").is_err());
+        assert!(decode_header("[]", "s1", "r1").is_err());
+    }
+
+    #[test]
+    fn folds_legacy_status() {
+        let h = decode_header(&OK.replace("running", "waiting_permission"), "s1", "r1").unwrap();
+        assert_eq!(h.status, HeaderStatus::WaitingForUser);
+    }
+}
