@@ -1,0 +1,147 @@
+//! Command-line interface: argument definitions (the help text is the documentation)
+//! and the dispatch from commands to the core.
+
+mod explain;
+mod printer;
+mod scan;
+mod workspace;
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+pub use printer::Printer;
+
+/// Exit status of a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExitStatus {
+    /// The command did its job and found nothing at or above the threshold.
+    Success = 0,
+    /// The command did its job and found something (findings, divergences, a plan under `--check`).
+    Findings = 1,
+    /// The command could not do its job.
+    Error = 2,
+}
+
+/// An error the user can act on: one `error:` line and one `hint:` line.
+#[derive(Debug)]
+pub struct CliError {
+    pub message: String,
+    pub hint: String,
+}
+
+impl CliError {
+    pub fn new(message: impl Into<String>, hint: impl Into<String>) -> CliError {
+        CliError { message: message.into(), hint: hint.into() }
+    }
+}
+
+impl From<crate::db::DbError> for CliError {
+    fn from(e: crate::db::DbError) -> Self {
+        CliError { hint: e.hint(), message: e.to_string() }
+    }
+}
+
+const AFTER_HELP: &str = "\
+Exit status:
+  0  the command did its job and found nothing at or above the threshold
+  1  findings (scan), divergences (replay), or a non-empty plan under --check
+  2  the tool could not do its job (bad path, not a Maka workspace, locked, ...)
+
+Environment:
+  WSLEDGER_WORKSPACE  default for --workspace
+  NO_COLOR            disables colour when set and not empty";
+
+/// Doctor and replay tool for the workspace database of the Apache Maka agent runtime.
+///
+/// wsledger reads a Maka workspace database (`runtime.sqlite`) and reports what is wrong
+/// with its runtime-event ledger, with Maka's own rules. It never changes the database
+/// unless a repair command is given `--apply`.
+#[derive(Debug, Parser)]
+#[command(name = "wsledger", version, after_long_help = AFTER_HELP, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Workspace root holding `runtime.sqlite`, or the database file itself
+    /// [default: the platform's default Maka workspace]
+    #[arg(long, short = 'w', global = true, env = "WSLEDGER_WORKSPACE", value_name = "PATH")]
+    pub workspace: Option<PathBuf>,
+    /// Output format (`table` for doctor commands and `text` for replay by default)
+    #[arg(long, global = true, value_enum)]
+    pub format: Option<FormatArg>,
+    /// When to use colour on stdout
+    #[arg(long, global = true, value_enum, default_value_t = ColorArg::Auto)]
+    pub color: ColorArg,
+    /// Print nothing on stderr but errors
+    #[arg(long, short = 'q', global = true)]
+    pub quiet: bool,
+    /// Never show a progress bar
+    #[arg(long, global = true)]
+    pub no_progress: bool,
+}
+
+/// `--format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    /// A table for people (doctor commands)
+    Table,
+    /// A readable transcript (replay)
+    Text,
+    /// One JSON document
+    Json,
+    /// One JSON object per line, summary last
+    Ndjson,
+    /// GitHub Actions annotations, one per finding (doctor scan)
+    Github,
+}
+
+/// `--color`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorArg {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check and repair a workspace's ledger
+    #[command(subcommand)]
+    Doctor(DoctorCommand),
+    /// Explain a finding code: what it means, why Maka cares, what to do
+    Explain(explain::ExplainArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DoctorCommand {
+    /// Scan the whole ledger with Maka's rules and report every finding
+    Scan(scan::ScanArgs),
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
+    match cli.command {
+        Command::Doctor(DoctorCommand::Scan(args)) => scan::run(&cli.global, &args, printer),
+        Command::Explain(args) => explain::run(&args, printer),
+    }
+}
+
+/// The clap command (for man pages, completions and tests).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn clap_definition_is_valid() {
+        super::command().debug_assert();
+    }
+}

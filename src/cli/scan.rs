@@ -1,0 +1,211 @@
+//! `wsledger doctor scan`.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use serde_json::json;
+
+use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
+use crate::doctor::{scan_path, ScanOptions};
+use crate::findings::Severity;
+use crate::report::scan::{render_scan, scan_json};
+use crate::report::Format;
+use crate::scan::ScanReport;
+
+/// `--min-severity` / `--fail-on`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SeverityArg {
+    Info,
+    Warning,
+    Error,
+}
+
+impl From<SeverityArg> for Severity {
+    fn from(s: SeverityArg) -> Severity {
+        match s {
+            SeverityArg::Info => Severity::Info,
+            SeverityArg::Warning => Severity::Warning,
+            SeverityArg::Error => Severity::Error,
+        }
+    }
+}
+
+/// Rescan the whole tool ledger with Maka's rules, check every run's terminal state,
+/// and report every finding, scoped to session and run.
+///
+/// Read-only: the database and its `-wal` are never changed. The `maka_gate` part of
+/// the report covers the whole file whatever the filters.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Workspaces to scan (directories or database files); default: `--workspace`
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Only report findings of this session
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only report findings of this run
+    #[arg(long, value_name = "ID")]
+    pub run: Option<String>,
+    /// Hide findings below this severity (does not change the exit status)
+    #[arg(long, value_enum, default_value_t = SeverityArg::Info)]
+    pub min_severity: SeverityArg,
+    /// Exit 1 when a finding at or above this severity remains after filters
+    #[arg(long, value_enum, default_value_t = SeverityArg::Error)]
+    pub fail_on: SeverityArg,
+    /// Also run SQLite's full-file `PRAGMA quick_check` (as slow as the scan itself)
+    #[arg(long)]
+    pub integrity: bool,
+}
+
+struct Outcome {
+    path: String,
+    result: Result<(ScanReport, ExitStatus), CliError>,
+}
+
+pub fn run(global: &GlobalArgs, args: &ScanArgs, printer: &mut Printer) -> Result<ExitStatus, CliError> {
+    let format = match global.format {
+        None | Some(FormatArg::Table) | Some(FormatArg::Text) => Format::Table,
+        Some(FormatArg::Json) => Format::Json,
+        Some(FormatArg::Ndjson) => Format::Ndjson,
+        Some(FormatArg::Github) => Format::Github,
+    };
+    let inputs: Vec<Option<PathBuf>> = if args.paths.is_empty() {
+        vec![global.workspace.clone()]
+    } else {
+        args.paths.iter().cloned().map(Some).collect()
+    };
+    let opts = ScanOptions { integrity: args.integrity };
+    let mut outcomes = Vec::new();
+    for input in &inputs {
+        let shown = input.as_ref().map_or_else(
+            || workspace::default_workspace().map(|p| p.display().to_string()).unwrap_or_default(),
+            |p| p.display().to_string(),
+        );
+        let result = scan_one(input.as_deref(), opts, args, printer);
+        outcomes.push(Outcome { path: shown, result });
+    }
+    if outcomes.len() == 1 {
+        let o = outcomes.pop().expect("one outcome");
+        let (report, status) = o.result?;
+        let opts = printer.render_opts();
+        render_scan(printer.out(), &report, &o.path, format, &opts).map_err(io_err)?;
+        return Ok(status);
+    }
+    render_many(outcomes, format, printer)
+}
+
+fn scan_one(
+    input: Option<&std::path::Path>,
+    opts: ScanOptions,
+    args: &ScanArgs,
+    printer: &mut Printer,
+) -> Result<(ScanReport, ExitStatus), CliError> {
+    let db = workspace::database_path(input)?;
+    let show = printer.progress;
+    let bar = show.then(|| {
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} scanning {pos}/{len} events {wide_bar} {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        b
+    });
+    let mut progress = |done: u64, total: u64| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    };
+    let result = scan_path(&db, opts, &mut progress);
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let mut report = result?;
+    filter(&mut report, args);
+    let fail_on: Severity = args.fail_on.into();
+    let failed = report.findings.iter().any(|f| f.severity >= fail_on);
+    let min: Severity = args.min_severity.into();
+    report.findings.retain(|f| f.severity >= min);
+    report.recount();
+    Ok((report, if failed { ExitStatus::Findings } else { ExitStatus::Success }))
+}
+
+/// Keeps the findings of `--session` / `--run` (the gate stays workspace-wide).
+fn filter(report: &mut ScanReport, args: &ScanArgs) {
+    if let Some(s) = &args.session {
+        report.findings.retain(|f| f.session_id.as_deref() == Some(s.as_str()));
+        report.supersession.retain(|g| g.session_id == *s);
+    }
+    if let Some(r) = &args.run {
+        report.findings.retain(|f| f.run_id.as_deref() == Some(r.as_str()));
+        report.supersession.retain(|g| g.run_id == *r);
+    }
+    report.recount();
+}
+
+fn io_err(e: std::io::Error) -> CliError {
+    CliError::new(format!("writing output: {e}"), "check that stdout is writable")
+}
+
+fn render_many(outcomes: Vec<Outcome>, format: Format, printer: &mut Printer) -> Result<ExitStatus, CliError> {
+    let mut status = ExitStatus::Success;
+    for o in &outcomes {
+        match &o.result {
+            Err(_) => status = ExitStatus::Error,
+            Ok((_, ExitStatus::Findings)) if status == ExitStatus::Success => status = ExitStatus::Findings,
+            _ => {}
+        }
+    }
+    let opts = printer.render_opts();
+    match format {
+        Format::Json => {
+            let results: Vec<_> = outcomes
+                .iter()
+                .map(|o| match &o.result {
+                    Ok((report, st)) => {
+                        let mut doc = scan_json(report);
+                        if let serde_json::Value::Object(m) = &mut doc {
+                            m.insert("path".into(), json!(o.path));
+                            m.insert("status".into(), json!(*st as i32));
+                            m.insert("error".into(), serde_json::Value::Null);
+                        }
+                        doc
+                    }
+                    Err(e) => json!({"path": o.path, "status": 2, "error": {"message": e.message, "hint": e.hint}}),
+                })
+                .collect();
+            let doc = json!({"schema_version": 1, "results": results});
+            serde_json::to_writer_pretty(printer.out(), &doc).map_err(|e| io_err(e.into()))?;
+            writeln!(printer.out()).map_err(io_err)?;
+        }
+        _ => {
+            let mut rows = Vec::new();
+            for o in &outcomes {
+                match &o.result {
+                    Ok((report, st)) => {
+                        render_scan(printer.out(), report, &o.path, format, &opts).map_err(io_err)?;
+                        rows.push((o.path.clone(), *st as i32, report.summary.errors, report.summary.warnings, String::new()));
+                    }
+                    Err(e) => {
+                        printer.error(&format!("{}: {}", o.path, e.message), &e.hint);
+                        rows.push((o.path.clone(), 2, 0, 0, e.message.clone()));
+                    }
+                }
+            }
+            if format == Format::Table {
+                let mut t = comfy_table::Table::new();
+                t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+                    .set_header(vec!["workspace", "status", "errors", "warnings", "error"]);
+                t.force_no_tty();
+                for (p, st, e, w, msg) in rows {
+                    t.add_row(vec![crate::report::sanitize::sanitize(&p), st.to_string(), e.to_string(), w.to_string(), msg]);
+                }
+                writeln!(printer.out(), "{t}").map_err(io_err)?;
+            }
+        }
+    }
+    Ok(status)
+}
+
+use std::io::Write as _;

@@ -1,0 +1,22 @@
+//! Rendering of computed values. No computation of findings here, no I/O beyond the
+//! writer it is handed.
+
+pub mod sanitize;
+pub mod scan;
+
+/// Output format of a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Ndjson,
+    Github,
+    Text,
+}
+
+/// How to render for people.
+#[derive(Clone, Copy, Debug)]
+pub struct RenderOpts {
+    pub color: bool,
+    pub width: u16,
+}

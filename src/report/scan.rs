@@ -1,0 +1,170 @@
+//! `doctor scan` output: table, JSON, NDJSON, GitHub annotations.
+
+use std::io::{self, Write};
+
+use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
+use serde_json::{json, Value};
+
+use super::sanitize::sanitize;
+use super::{Format, RenderOpts};
+use crate::findings::{Finding, Severity};
+use crate::scan::ScanReport;
+
+/// The JSON document (findings included).
+pub fn scan_json(report: &ScanReport) -> Value {
+    serde_json::to_value(report).unwrap_or(Value::Null)
+}
+
+/// Writes one workspace's report.
+pub fn render_scan(
+    out: &mut dyn Write,
+    report: &ScanReport,
+    path: &str,
+    format: Format,
+    opts: &RenderOpts,
+) -> io::Result<()> {
+    match format {
+        Format::Json => {
+            let mut doc = scan_json(report);
+            if let Value::Object(m) = &mut doc {
+                m.insert("workspace".into(), json!(path));
+            }
+            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            writeln!(out)
+        }
+        Format::Ndjson => {
+            for f in &report.findings {
+                serde_json::to_writer(&mut *out, &json!({"type": "finding", "data": f}))?;
+                writeln!(out)?;
+            }
+            let mut doc = scan_json(report);
+            if let Value::Object(m) = &mut doc {
+                m.remove("findings");
+                m.insert("workspace".into(), json!(path));
+            }
+            serde_json::to_writer(&mut *out, &json!({"type": "summary", "data": doc}))?;
+            writeln!(out)
+        }
+        Format::Github => {
+            for f in &report.findings {
+                writeln!(out, "{}", github_annotation(f, path))?;
+            }
+            Ok(())
+        }
+        Format::Table | Format::Text => render_table(out, report, path, opts),
+    }
+}
+
+fn github_escape(s: &str, property: bool) -> String {
+    let mut o = s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    if property {
+        o = o.replace(':', "%3A").replace(',', "%2C");
+    }
+    o
+}
+
+/// One GitHub Actions workflow command for a finding.
+pub fn github_annotation(f: &Finding, path: &str) -> String {
+    let level = match f.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "notice",
+    };
+    let mut scope = Vec::new();
+    if let Some(s) = &f.session_id {
+        scope.push(format!("session {s}"));
+    }
+    if let Some(r) = &f.run_id {
+        scope.push(format!("run {r}"));
+    }
+    if let Some(e) = &f.event_id {
+        scope.push(format!("event {e}"));
+    }
+    let msg = if scope.is_empty() {
+        format!("{} — hint: {}", f.message, f.hint)
+    } else {
+        format!("{} ({}) — hint: {}", f.message, scope.join(", "), f.hint)
+    };
+    format!(
+        "::{level} file={},title={}::{}",
+        github_escape(path, true),
+        github_escape(&format!("wsledger {}", f.code), true),
+        github_escape(&msg, false)
+    )
+}
+
+fn severity_cell(s: Severity, color: bool) -> Cell {
+    let cell = Cell::new(s.as_str());
+    if !color {
+        return cell;
+    }
+    match s {
+        Severity::Error => cell.fg(Color::Red),
+        Severity::Warning => cell.fg(Color::Yellow),
+        Severity::Info => cell.fg(Color::Blue),
+    }
+}
+
+fn render_table(
+    out: &mut dyn Write,
+    report: &ScanReport,
+    path: &str,
+    opts: &RenderOpts,
+) -> io::Result<()> {
+    writeln!(out, "workspace: {}", sanitize(path))?;
+    if !report.findings.is_empty() {
+        let mut table = Table::new();
+        table
+            .load_preset(presets::UTF8_FULL_CONDENSED)
+            .set_content_arrangement(ContentArrangement::Dynamic)
+            .set_width(opts.width)
+            .set_header(vec!["severity", "code", "session / run", "event / operation", "message"]);
+        if !opts.color {
+            table.force_no_tty();
+        }
+        for f in &report.findings {
+            let scope = [f.session_id.as_deref(), f.run_id.as_deref()]
+                .iter()
+                .flatten()
+                .map(|s| sanitize(s))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let mut subject = Vec::new();
+            if let Some(e) = &f.event_id {
+                subject.push(format!("event {}", sanitize(e)));
+            }
+            if let Some(o) = &f.operation_id {
+                subject.push(format!("op {}", sanitize(o)));
+            }
+            if let Some(t) = &f.tool_call_id {
+                subject.push(format!("call {}", sanitize(t)));
+            }
+            table.add_row(vec![
+                severity_cell(f.severity, opts.color),
+                Cell::new(f.code),
+                Cell::new(scope),
+                Cell::new(subject.join("\n")),
+                Cell::new(format!("{}\nhint: {}", sanitize(&f.message), sanitize(&f.hint))),
+            ]);
+        }
+        writeln!(out, "{table}")?;
+    }
+    let s = &report.summary;
+    writeln!(
+        out,
+        "{} finding(s): {} error(s), {} warning(s), {} info; {} event(s), {} session(s), {} run(s), {} tool operation(s)",
+        s.findings, s.errors, s.warnings, s.infos, s.events, s.sessions, s.runs, s.operations
+    )?;
+    let g = &report.maka_gate;
+    if g.tool_writes_refused {
+        let why = match (&g.decode_failure, &g.first_issue) {
+            (Some(d), _) => format!("decode failure at event {}", sanitize(&d.event_id)),
+            (None, Some(i)) => format!("first issue {} at event {}", i.code, sanitize(&i.event_id)),
+            (None, None) => "unknown".into(),
+        };
+        writeln!(out, "maka gate: tool writes REFUSED in every session ({why})")?;
+    } else {
+        writeln!(out, "maka gate: tool writes accepted")?;
+    }
+    Ok(())
+}

@@ -1,0 +1,256 @@
+//! The scan's result: the JSON contract of `doctor scan` (schema_version 1).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::runs::{assess_runs, RunReport};
+use super::{projection, schema_findings, Tables, Walker};
+use crate::findings::{Finding, Severity};
+use crate::header::{decode_header, RunHeader};
+use crate::ledger::scanner::LedgerIssue;
+
+/// `maka_gate.first_issue`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GateIssue {
+    pub code: String,
+    pub event_id: String,
+    pub operation_id: Option<String>,
+    pub tool_call_id: Option<String>,
+}
+
+/// `maka_gate.decode_failure`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GateDecodeFailure {
+    pub event_id: String,
+    pub message: String,
+}
+
+/// What Maka's workspace-wide tool-ledger gate does with this file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MakaGate {
+    /// Maka refuses every tool-bearing write in every session.
+    pub tool_writes_refused: bool,
+    /// The issue Maka names in its errors (null when a row is undecodable: Maka then
+    /// throws the decode error instead).
+    pub first_issue: Option<GateIssue>,
+    pub decode_failure: Option<GateDecodeFailure>,
+}
+
+/// Counts.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub findings: usize,
+    pub errors: usize,
+    pub warnings: usize,
+    pub infos: usize,
+    pub events: u64,
+    pub sessions: usize,
+    pub runs: usize,
+    pub operations: usize,
+    pub scanner_issues: usize,
+    pub undecodable_events: usize,
+    pub stuck_runs: usize,
+    pub unreadable_runs: usize,
+    pub runs_awaiting_adoption: usize,
+    pub unsettled_operations: usize,
+    pub schema_current: bool,
+}
+
+/// One occurrence of a re-used identity.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Occurrence {
+    pub event_id: String,
+    pub kind: String,
+}
+
+/// A group of re-used identities (same invocation and tool call id, or same
+/// operation id), with its occurrences in scan order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SupersessionGroup {
+    pub session_id: String,
+    pub run_id: String,
+    pub invocation_id: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub operation_id: Option<String>,
+    /// `call`, `dispatch`, `response` or `operation`.
+    pub kind: String,
+    pub occurrences: Vec<Occurrence>,
+    /// Whether all occurrences carry the same content (a retry) or differ.
+    pub identical: Option<bool>,
+    /// The occurrence the stored `tool_operations` row references, if any.
+    pub projection_keeps: Option<String>,
+}
+
+/// The whole scan.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScanReport {
+    pub schema_version: u32,
+    pub summary: Summary,
+    pub maka_gate: MakaGate,
+    pub findings: Vec<Finding>,
+    pub supersession: Vec<SupersessionGroup>,
+    #[serde(skip)]
+    pub runs: Vec<RunReport>,
+    #[serde(skip)]
+    pub headers: Vec<RunHeader>,
+    #[serde(skip)]
+    pub issues: Vec<LedgerIssue>,
+}
+
+impl ScanReport {
+    /// Recounts the summary's finding counts (after filtering).
+    pub fn recount(&mut self) {
+        let count = |s: Severity| self.findings.iter().filter(|f| f.severity == s).count();
+        self.summary.errors = count(Severity::Error);
+        self.summary.warnings = count(Severity::Warning);
+        self.summary.infos = count(Severity::Info);
+        self.summary.findings = self.findings.len();
+    }
+}
+
+pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
+    let Walker { scanner, runs, decode_failures, seq_findings, tool_commits, events, .. } = walker;
+    let scan = scanner.finish();
+    let mut findings = schema_findings(&tables.schema);
+    if let Some(lines) = &tables.integrity {
+        if !(lines.len() == 1 && lines[0] == "ok") {
+            for line in lines.iter().take(20) {
+                findings.push(Finding::new("sqlite_corrupt", format!("quick_check: {line}")));
+            }
+        }
+    }
+    for f in &decode_failures {
+        findings.push(
+            Finding::new("event_undecodable", f.message.clone())
+                .session(&f.session_id)
+                .run(&f.run_id)
+                .event(&f.event_id),
+        );
+    }
+    for issue in &scan.issues {
+        findings.push(super::projection::issue_finding(issue));
+    }
+    findings.extend(seq_findings);
+
+    // Headers.
+    let mut headers = Vec::new();
+    let mut header_failures = Vec::new();
+    for row in tables.headers.iter().flatten() {
+        match decode_header(&row.record_json, &row.session_id, &row.run_id) {
+            Ok(h) => headers.push(h),
+            Err(e) => header_failures.push((row.session_id.clone(), row.run_id.clone(), e)),
+        }
+    }
+    for (s, r, e) in &header_failures {
+        findings.push(
+            Finding::new("run_header_undecodable", format!("run header cannot be decoded: {e}"))
+                .session(s)
+                .run(r),
+        );
+    }
+    let header_failed: BTreeSet<(String, String)> =
+        header_failures.iter().map(|(s, r, _)| (s.clone(), r.clone())).collect();
+    let (run_reports, run_findings) = assess_runs(&headers, &header_failed, &runs);
+    findings.extend(run_findings);
+
+    let unsettled = projection::unsettled_findings(&scan);
+    let unsettled_count = unsettled.len();
+    findings.extend(unsettled);
+
+    for (event_id, session, run) in &tables.events_without_ordinal {
+        findings.push(
+            Finding::new("ordinal_missing", "event has no runtime_session_event_ordinals row")
+                .session(session)
+                .run(run)
+                .event(event_id),
+        );
+    }
+    for (session, count, max) in &tables.ordinal_gaps {
+        findings.push(
+            Finding::new(
+                "ordinal_gap",
+                format!("{count} ordinals but the highest is {max} (expected 1..{count})"),
+            )
+            .session(session),
+        );
+    }
+    let mut supersession = Vec::new();
+    if let Some(ops) = &tables.operations {
+        findings.extend(projection::projection_findings(
+            &scan,
+            ops,
+            tables.journal.as_deref().unwrap_or(&[]),
+            &tool_commits,
+        ));
+        supersession = projection::supersession_groups(&scan, ops);
+    }
+
+    let maka_gate = MakaGate {
+        tool_writes_refused: !decode_failures.is_empty() || !scan.issues.is_empty(),
+        first_issue: if decode_failures.is_empty() {
+            scan.issues.first().map(|i| GateIssue {
+                code: i.code.as_str().to_owned(),
+                event_id: i.event_id.to_string(),
+                operation_id: i.operation_id.as_ref().map(ToString::to_string),
+                tool_call_id: i.tool_call_id.as_ref().map(ToString::to_string),
+            })
+        } else {
+            None
+        },
+        decode_failure: decode_failures
+            .first()
+            .map(|f| GateDecodeFailure { event_id: f.event_id.clone(), message: f.message.clone() }),
+    };
+
+    let sessions: BTreeSet<&str> = runs.keys().map(|(s, _)| s.as_str()).collect();
+    let session_count = tables
+        .sessions
+        .as_ref()
+        .map_or(sessions.len(), |s| s.len());
+    let stuck = run_reports.iter().filter(|r| r.state == super::runs::RunState::Stuck).count();
+    let unreadable =
+        run_reports.iter().filter(|r| r.state == super::runs::RunState::Unreadable).count();
+    let adoptable =
+        run_reports.iter().filter(|r| r.state == super::runs::RunState::AwaitingAdoption).count();
+    let run_count = {
+        let mut keys: BTreeMap<(&str, &str), ()> = BTreeMap::new();
+        for h in &headers {
+            keys.insert((h.session_id.as_str(), h.run_id.as_str()), ());
+        }
+        for (s, r) in &header_failed {
+            keys.insert((s.as_str(), r.as_str()), ());
+        }
+        keys.len()
+    };
+    let mut report = ScanReport {
+        schema_version: 1,
+        summary: Summary {
+            events,
+            sessions: session_count,
+            runs: run_count,
+            operations: tables.operations.as_ref().map_or(0, Vec::len),
+            scanner_issues: scan.issues.len(),
+            undecodable_events: decode_failures.len(),
+            stuck_runs: stuck,
+            unreadable_runs: unreadable,
+            runs_awaiting_adoption: adoptable,
+            unsettled_operations: unsettled_count,
+            schema_current: diff_is_current(&tables),
+            ..Summary::default()
+        },
+        maka_gate,
+        findings,
+        supersession,
+        runs: run_reports,
+        headers,
+        issues: scan.issues,
+    };
+    report.recount();
+    report
+}
+
+fn diff_is_current(tables: &Tables) -> bool {
+    crate::db::schema::diff_schema(&tables.schema.objects).is_empty()
+        && tables.schema.user_version == crate::db::schema::RUNTIME_USER_VERSION
+}

@@ -1,0 +1,255 @@
+//! Each run's terminal state, as Maka classifies it, turned into findings.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use super::{RunAcc, WORKSPACE_AUTHORITY_SESSION};
+use crate::event::{EventStatus, RuntimeEvent};
+use crate::findings::Finding;
+use crate::header::RunHeader;
+use crate::ledger::terminal::{classify_terminal_ledger, RunHeaderView, TerminalKind};
+
+/// Where a run stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Header and log agree on a terminal state.
+    Terminal,
+    /// Header open, no terminal event at all.
+    Stuck,
+    /// A row of the run does not decode.
+    Unreadable,
+    /// Header open, one usable terminal event at the tail: Maka adopts it.
+    AwaitingAdoption,
+    /// Two or more terminal events.
+    Ambiguous,
+    /// The only terminal event has no terminal status.
+    TerminalWithoutStatus,
+    /// The terminal event is not the run's last immutable event.
+    TerminalNotTail,
+    /// Only a partial or other-turn terminal-looking event.
+    TerminalUnusable,
+    /// Header terminal, no valid terminal event.
+    HeaderTerminalWithoutEvent,
+    /// Header terminal and the terminal event says otherwise.
+    HeaderContradictsTerminal,
+    /// Header cannot be decoded.
+    HeaderUndecodable,
+    /// Events without a header.
+    NoHeader,
+}
+
+/// One run, for reports and repair planning.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub session_id: String,
+    pub run_id: String,
+    pub header_status: Option<String>,
+    pub state: RunState,
+    /// `fact`, `none`, `incomplete_single_terminal`, `ambiguous` (Maka's words).
+    pub classification: Option<String>,
+    pub terminal_event_ids: Vec<String>,
+    pub events: u64,
+    pub max_seq: i64,
+    pub last_event_ts: Option<f64>,
+    pub invocation_ids: Vec<String>,
+}
+
+fn header_view(h: &RunHeader) -> RunHeaderView {
+    RunHeaderView {
+        session_id: h.session_id.as_str().into(),
+        run_id: h.run_id.as_str().into(),
+        turn_id: h.turn_id.as_str().into(),
+        status: h.status,
+        failure_class: h.failure_class.as_deref().map(Into::into),
+        abort_source: h.abort_source.as_deref().map(Into::into),
+    }
+}
+
+/// Matching terminals: not partial, same session/run/turn as the header.
+fn matching<'a>(h: &RunHeader, acc: &'a RunAcc) -> Vec<&'a (i64, RuntimeEvent)> {
+    acc.terminals
+        .iter()
+        .filter(|(_, e)| {
+            !e.partial && e.session_id == *h.session_id.as_str() && e.run_id == *h.run_id.as_str()
+                && e.turn_id == *h.turn_id.as_str()
+        })
+        .collect()
+}
+
+/// Assesses every run with a header or with events.
+pub fn assess_runs(
+    headers: &[RunHeader],
+    header_failed: &BTreeSet<(String, String)>,
+    runs: &HashMap<(String, String), RunAcc>,
+) -> (Vec<RunReport>, Vec<Finding>) {
+    let empty = RunAcc::default();
+    let mut reports = Vec::new();
+    let mut findings = Vec::new();
+    for h in headers {
+        let key = (h.session_id.clone(), h.run_id.clone());
+        let acc = runs.get(&key).unwrap_or(&empty);
+        let (state, classification, ids) = assess(h, acc);
+        let f = |code: &'static str, msg: String| Finding::new(code, msg).session(&h.session_id).run(&h.run_id);
+        let status = h.status.as_str();
+        match state {
+            RunState::Stuck => findings.push(f(
+                "run_stuck_running",
+                format!("header is `{status}` and the log has no terminal event ({} events)", acc.rows),
+            )),
+            RunState::Unreadable => findings.push(f(
+                "run_unreadable",
+                format!("{} of {} rows of this run cannot be decoded", acc.undecodable, acc.rows),
+            )),
+            RunState::Ambiguous => findings.push(f(
+                "run_terminal_ambiguous",
+                format!("{} terminal events: {}", ids.len(), ids.join(", ")),
+            )),
+            RunState::TerminalWithoutStatus => {
+                let mut x = f("run_terminal_without_status", "the only terminal event has no terminal status".into());
+                x.event_id = ids.first().cloned();
+                findings.push(x);
+            }
+            RunState::TerminalNotTail => {
+                let mut x = f(
+                    "run_terminal_not_tail",
+                    format!("terminal event is not the last event of the run (event_seq {} is)", acc.max_seq),
+                );
+                x.event_id = ids.first().cloned();
+                findings.push(x);
+            }
+            RunState::TerminalUnusable => {
+                let unusable: Vec<String> = acc.terminals.iter().map(|(_, e)| e.id.to_string()).collect();
+                let mut x = f(
+                    "run_terminal_unusable",
+                    format!("header is `{status}`; the only terminal-looking events are partial or name another turn"),
+                );
+                x.event_id = unusable.first().cloned();
+                findings.push(x);
+            }
+            RunState::HeaderTerminalWithoutEvent => findings.push(f(
+                "run_header_terminal_without_event",
+                format!("header is `{status}` but the log has no valid terminal event"),
+            )),
+            RunState::HeaderContradictsTerminal => {
+                let mut x = f(
+                    "run_header_contradicts_terminal",
+                    format!("header is `{status}` but its terminal event says otherwise"),
+                );
+                x.event_id = ids.first().cloned();
+                findings.push(x);
+            }
+            _ => {}
+        }
+        reports.push(RunReport {
+            session_id: h.session_id.clone(),
+            run_id: h.run_id.clone(),
+            header_status: Some(h.status.as_str().to_owned()),
+            state,
+            classification,
+            terminal_event_ids: ids,
+            events: acc.rows,
+            max_seq: acc.max_seq,
+            last_event_ts: acc.last_ts,
+            invocation_ids: acc.invocations.clone(),
+        });
+    }
+    let with_header: BTreeSet<(&str, &str)> =
+        headers.iter().map(|h| (h.session_id.as_str(), h.run_id.as_str())).collect();
+    let mut orphans: Vec<(&(String, String), &RunAcc)> = runs
+        .iter()
+        .filter(|((s, r), _)| {
+            s != WORKSPACE_AUTHORITY_SESSION
+                && !with_header.contains(&(s.as_str(), r.as_str()))
+                && !header_failed.contains(&(s.clone(), r.clone()))
+        })
+        .collect();
+    orphans.sort_by(|a, b| a.0.cmp(b.0));
+    for ((s, r), acc) in orphans {
+        let state = if acc.undecodable > 0 { RunState::Unreadable } else { RunState::NoHeader };
+        if acc.undecodable > 0 {
+            findings.push(
+                Finding::new("run_unreadable", format!("{} of {} rows of this run cannot be decoded", acc.undecodable, acc.rows))
+                    .session(s)
+                    .run(r),
+            );
+        }
+        findings.push(
+            Finding::new("run_header_missing", format!("{} runtime events but no core_agent_runs row", acc.rows))
+                .session(s)
+                .run(r),
+        );
+        reports.push(RunReport {
+            session_id: s.clone(),
+            run_id: r.clone(),
+            header_status: None,
+            state,
+            classification: None,
+            terminal_event_ids: acc.terminals.iter().map(|(_, e)| e.id.to_string()).collect(),
+            events: acc.rows,
+            max_seq: acc.max_seq,
+            last_event_ts: acc.last_ts,
+            invocation_ids: acc.invocations.clone(),
+        });
+    }
+    for (s, r) in header_failed {
+        let acc = runs.get(&(s.clone(), r.clone())).unwrap_or(&empty);
+        reports.push(RunReport {
+            session_id: s.clone(),
+            run_id: r.clone(),
+            header_status: None,
+            state: RunState::HeaderUndecodable,
+            classification: None,
+            terminal_event_ids: Vec::new(),
+            events: acc.rows,
+            max_seq: acc.max_seq,
+            last_event_ts: acc.last_ts,
+            invocation_ids: acc.invocations.clone(),
+        });
+    }
+    (reports, findings)
+}
+
+/// One run's state, Maka's classification word, and the matching terminal ids.
+fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>) {
+    if acc.undecodable > 0 {
+        return (RunState::Unreadable, None, Vec::new());
+    }
+    let events: Vec<RuntimeEvent> = acc.terminals.iter().map(|(_, e)| e.clone()).collect();
+    let class = classify_terminal_ledger(&header_view(h), &events);
+    let word = class.kind.as_str().to_owned();
+    let ids: Vec<String> = class.terminal_event_ids.iter().map(ToString::to_string).collect();
+    let matched = matching(h, acc);
+    let is_tail = |seq: i64| seq >= acc.max_seq;
+    let state = match class.kind {
+        TerminalKind::Ambiguous => RunState::Ambiguous,
+        TerminalKind::None => {
+            if !acc.terminals.is_empty() {
+                RunState::TerminalUnusable
+            } else if h.status.is_terminal() {
+                RunState::HeaderTerminalWithoutEvent
+            } else {
+                RunState::Stuck
+            }
+        }
+        TerminalKind::IncompleteSingleTerminal | TerminalKind::Fact => {
+            let (seq, ev) = matched.first().map(|(s, e)| (*s, e)).expect("one matching terminal");
+            let has_status = ev.status.is_some_and(EventStatus::is_terminal);
+            if !has_status {
+                RunState::TerminalWithoutStatus
+            } else if !is_tail(seq) {
+                RunState::TerminalNotTail
+            } else if !h.status.is_terminal() {
+                RunState::AwaitingAdoption
+            } else if class.kind == TerminalKind::Fact
+                && class.fact_run_status().is_some_and(|s| s != h.status)
+            {
+                RunState::HeaderContradictsTerminal
+            } else {
+                RunState::Terminal
+            }
+        }
+    };
+    (state, Some(word), ids)
+}
