@@ -101,8 +101,19 @@ fn quote(s: &JsStr) -> String {
     }
 }
 
+/// What a value is, for messages: its type, and the value itself for a number.
+fn describe(v: &Json) -> String {
+    match v {
+        Json::Number(n) if *n == 0.0 && n.is_sign_negative() => "number -0".into(),
+        Json::Number(n) if n.is_finite() => {
+            format!("number {}", crate::json::js_number_to_string(*n))
+        }
+        other => type_name(other).into(),
+    }
+}
+
 fn expected(what: &str, got: &Json) -> String {
-    format!(": expected {what}, got {}", type_name(got))
+    format!(": expected {what}, got {}", describe(got))
 }
 
 fn one_of(domain: &[&str]) -> String {
@@ -121,6 +132,9 @@ fn unknown_key(k: &JsStr) -> String {
 // ---------------------------------------------------------------------------------
 // Small predicates (JavaScript semantics)
 // ---------------------------------------------------------------------------------
+
+/// Stands in for an absent value in by-reference checks.
+static NULL: Json = Json::Null;
 
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
@@ -161,10 +175,8 @@ fn req(slot: Option<Json>, key: &str) -> V<Json> {
 }
 
 fn str_value(v: Json, key: &str) -> V<JsStr> {
-    match v {
-        Json::String(s) => Ok(s),
-        other => Err(at(key, expected("a string", &other))),
-    }
+    v.into_js_string()
+        .map_err(|v| at(key, expected("a string", &v)))
 }
 
 fn req_str(slot: Option<Json>, key: &str) -> V<JsStr> {
@@ -192,11 +204,11 @@ fn opt_bool(slot: Option<Json>, key: &str) -> V<Option<bool>> {
 }
 
 fn opt_object(slot: Option<Json>, key: &str) -> V<Option<JsObject>> {
-    match slot {
-        None => Ok(None),
-        Some(Json::Object(o)) => Ok(Some(o)),
-        Some(other) => Err(at(key, expected("an object", &other))),
-    }
+    slot.map(|v| {
+        v.into_object()
+            .map_err(|v| at(key, expected("an object", &v)))
+    })
+    .transpose()
 }
 
 /// An enum member, by exact (case-sensitive) string equality.
@@ -213,7 +225,7 @@ fn enum_value<T: Copy>(v: Json, key: &str, domain: &[(&str, T)]) -> V<T> {
         let names: Vec<&str> = domain.iter().map(|(n, _)| *n).collect();
         let got = match &v {
             Json::String(s) => quote(s),
-            other => type_name(other).to_string(),
+            other => describe(other),
         };
         format!("{key}: expected {}, got {got}", one_of(&names))
     })
@@ -280,10 +292,7 @@ const ENVELOPE_KEYS: [&str; 16] = [
 ];
 
 fn decode_envelope(value: Json) -> V<RuntimeEvent> {
-    let obj = match value {
-        Json::Object(o) => o,
-        other => return Err(expected("an object", &other)),
-    };
+    let obj = value.into_object().map_err(|v| expected("an object", &v))?;
     let [id, invocation_id, run_id, session_id, turn_id, ts, partial, role, author, branch, origin, model_visibility, status, content, actions, refs] =
         take_fields(obj, &ENVELOPE_KEYS)?;
     // Maka checks presence of every required key before any value.
@@ -369,10 +378,7 @@ const CONTENT_KINDS: [&str; 5] = [
 ];
 
 fn decode_content(value: Json) -> V<Content> {
-    let obj = match value {
-        Json::Object(o) => o,
-        other => return Err(expected("an object", &other)),
-    };
+    let obj = value.into_object().map_err(|v| expected("an object", &v))?;
     let kind = match obj.get("kind") {
         Some(Json::String(s)) => CONTENT_KINDS.iter().position(|k| *s == **k),
         _ => None,
@@ -381,7 +387,7 @@ fn decode_content(value: Json) -> V<Content> {
         let got = match obj.get("kind") {
             None => "nothing".to_string(),
             Some(Json::String(s)) => quote(s),
-            Some(other) => type_name(other).to_string(),
+            Some(other) => describe(other),
         };
         return Err(format!(
             "kind: expected {}, got {got}",
@@ -449,15 +455,16 @@ fn decode_content(value: Json) -> V<Content> {
             let message = req(message, "message")?;
             let details = match details {
                 None => None,
-                Some(Json::Object(o)) => Some(Json::Object(o)),
-                Some(Json::Array(items)) => {
-                    if let Some(i) = items.iter().position(|x| !matches!(x, Json::String(_))) {
+                Some(o @ Json::Object(_)) => Some(o),
+                Some(items @ Json::Array(_)) => {
+                    let list = items.as_array().unwrap_or_default();
+                    if let Some(i) = list.iter().position(|x| !matches!(x, Json::String(_))) {
                         return Err(format!(
                             "details[{i}]: expected a string (details is a string array or an object), got {}",
-                            type_name(&items[i])
+                            describe(&list[i])
                         ));
                     }
-                    Some(Json::Array(items))
+                    Some(items)
                 }
                 Some(other) => {
                     return Err(at(
@@ -513,8 +520,8 @@ fn decode_text_content(obj: JsObject) -> V<Content> {
         Some(Json::Bool(true)) => true,
         Some(other) => {
             let got = match other {
-                Json::Bool(false) => "false",
-                ref o => type_name(o),
+                Json::Bool(false) => "false".to_string(),
+                ref o => describe(o),
             };
             return Err(format!("steering: must be true when present, got {got}"));
         }
@@ -524,29 +531,29 @@ fn decode_text_content(obj: JsObject) -> V<Content> {
         Some(other) => return Err(at("providerOptions", expected("an object", &other))),
     }
     let display_text = opt_str(display_text, "displayText")?;
-    let attachments = match attachments {
+    let attachments = match attachments.map(Json::into_array) {
         None => None,
-        Some(Json::Array(items)) => {
+        Some(Ok(items)) => {
             for (i, a) in items.iter().enumerate() {
                 check_attachment_ref(a).map_err(|e| at("attachments", at_index(i, e)))?;
             }
             Some(items)
         }
-        Some(other) => return Err(at("attachments", expected("an array", &other))),
+        Some(Err(other)) => return Err(at("attachments", expected("an array", &other))),
     };
-    let quotes = match quotes {
+    let quotes = match quotes.map(Json::into_array) {
         None => None,
-        Some(Json::Array(items)) => {
+        Some(Ok(items)) => {
             for (i, q) in items.iter().enumerate() {
                 check_closed(q, QUOTE_FIELDS).map_err(|e| at("quotes", at_index(i, e)))?;
             }
             Some(items)
         }
-        Some(other) => return Err(at("quotes", expected("an array", &other))),
+        Some(Err(other)) => return Err(at("quotes", expected("an array", &other))),
     };
-    let inline_references = match inline_references {
+    let inline_references = match inline_references.map(Json::into_array) {
         None => None,
-        Some(Json::Array(items)) => {
+        Some(Ok(items)) => {
             if items.len() > INLINE_REFERENCE_MAX_COUNT {
                 return Err(format!(
                     "inlineReferences: at most {INLINE_REFERENCE_MAX_COUNT} references, got {}",
@@ -560,7 +567,7 @@ fn decode_text_content(obj: JsObject) -> V<Content> {
                 .map_err(|e| at("inlineReferences", e))?;
             Some(items)
         }
-        Some(other) => return Err(at("inlineReferences", expected("an array", &other))),
+        Some(Err(other)) => return Err(at("inlineReferences", expected("an array", &other))),
     };
 
     let mut fields = JsObject::new();
@@ -599,22 +606,15 @@ fn decode_text_content(obj: JsObject) -> V<Content> {
 }
 
 /// An attachment with `bytes: -0` written as `0` (Maka's `Object.is(bytes, -0)` rewrite).
-fn normalize_attachment(a: Json) -> Json {
-    match a {
-        Json::Object(o) => {
-            let needs = matches!(o.get("bytes"), Some(Json::Number(n)) if *n == 0.0 && n.is_sign_negative());
-            if !needs {
-                return Json::Object(o);
+fn normalize_attachment(mut a: Json) -> Json {
+    if let Json::Object(o) = &mut a {
+        if let Some(Json::Number(n)) = o.get_mut("bytes") {
+            if *n == 0.0 {
+                *n = 0.0;
             }
-            let mut out = JsObject::new();
-            for (k, v) in o.into_entries() {
-                let v = if k == "bytes" { Json::Number(0.0) } else { v };
-                out.push_unique(k, v);
-            }
-            Json::Object(out)
         }
-        other => other,
     }
+    a
 }
 
 /// Maka's `decodeTurnOrigin`: one of four closed shapes; the released `automation`
@@ -673,7 +673,7 @@ fn check_attachment_ref(v: &Json) -> V<()> {
             F("ref", true, Ty::Any),
         ],
     )?;
-    let r = o.get("ref").unwrap_or(&Json::Null);
+    let r = o.get("ref").unwrap_or(&NULL);
     check_storage_ref(r).map_err(|e| at("ref", e))
 }
 
@@ -770,7 +770,8 @@ fn is_canonical_relative_path(p: &[u8]) -> bool {
     if p.is_empty() || p.contains(&0) || p.contains(&b'\\') || p[0] == b'/' || drive_prefix {
         return false;
     }
-    p.split(|c| *c == b'/').all(|seg| !seg.is_empty() && seg != b"." && seg != b"..")
+    p.split(|c| *c == b'/')
+        .all(|seg| !seg.is_empty() && seg != b"." && seg != b"..")
 }
 
 /// Each reference's `value` must sit at `start` (UTF-16 offset) in `displayText ?? text`,
@@ -868,7 +869,7 @@ fn check_ty(v: &Json, ty: Ty) -> V<()> {
                         return Err(format!(
                             "{}: expected a finite number, got {}",
                             quote(k),
-                            type_name(x)
+                            describe(x)
                         ));
                     }
                 }
@@ -969,10 +970,7 @@ fn kept(slot: Option<Json>, key: &str, check: fn(&Json) -> V<()>) -> V<Option<Js
 }
 
 fn decode_actions(value: Json) -> V<Actions> {
-    let obj = match value {
-        Json::Object(o) => o,
-        other => return Err(expected("an object", &other)),
-    };
+    let obj = value.into_object().map_err(|v| expected("an object", &v))?;
     let key_count = obj.len();
     let [state_delta, artifact_delta, permission_request, permission_decision, permission_answer_accepted, permission_closure_accepted, user_question_request, user_question_answer_accepted, transfer_to_agent, end_invocation, token_usage, tool_dispatch, tool_recovery, runtime_protocol, continuation_start, workspace_fact] =
         take_fields(obj, &ACTION_KEYS)?;
@@ -980,9 +978,9 @@ fn decode_actions(value: Json) -> V<Actions> {
         return Err(": permissionClosureAccepted must be the only key of actions".into());
     }
     let state_delta = opt_object(state_delta, "stateDelta")?;
-    let artifact_delta = match artifact_delta {
+    let artifact_delta = match artifact_delta.map(Json::into_object) {
         None => None,
-        Some(Json::Object(o)) => {
+        Some(Ok(o)) => {
             for (k, x) in o.iter() {
                 let ok = match x {
                     Json::String(_) | Json::Bool(_) => true,
@@ -993,13 +991,13 @@ fn decode_actions(value: Json) -> V<Actions> {
                     return Err(format!(
                         "artifactDelta.{}: expected a string, boolean or finite number, got {}",
                         quote(k),
-                        type_name(x)
+                        describe(x)
                     ));
                 }
             }
             Some(o)
         }
-        Some(other) => return Err(at("artifactDelta", expected("an object", &other))),
+        Some(Err(other)) => return Err(at("artifactDelta", expected("an object", &other))),
     };
     let transfer_to_agent = opt_str(transfer_to_agent, "transferToAgent")?;
     let end_invocation = opt_bool(end_invocation, "endInvocation")?;
@@ -1358,10 +1356,7 @@ fn check_continuation_start(v: &Json) -> V<()> {
 // ----- tool dispatch / recovery -----
 
 fn decode_tool_dispatch(value: Json) -> V<ToolDispatch> {
-    let obj = match value {
-        Json::Object(o) => o,
-        other => return Err(expected("an object", &other)),
-    };
+    let obj = value.into_object().map_err(|v| expected("an object", &v))?;
     let [protocol, operation_id, provider_tool_call_id, tool_name, canonical_args_hash, recovery_mode] =
         take_fields(
             obj,
@@ -1433,7 +1428,7 @@ fn check_tool_recovery_envelope(v: &Json) -> V<()> {
         ],
     )?;
     let kind = o.get("kind").and_then(Json::as_js_str);
-    let payload = o.get("payload").unwrap_or(&Json::Null);
+    let payload = o.get("payload").unwrap_or(&NULL);
     let r = match kind {
         Some(k) if *k == TOOL_RECONCILE_RESULT_FACT_KIND => check_closed(
             payload,
@@ -1563,7 +1558,7 @@ fn check_workspace_fact(v: &Json) -> V<()> {
         ],
     )?;
     let kind = o.get("kind").and_then(Json::as_js_str);
-    let payload = o.get("payload").unwrap_or(&Json::Null);
+    let payload = o.get("payload").unwrap_or(&NULL);
     let r = match kind {
         Some(k) if *k == "maka.workspace.epoch_opened" => check_workspace_epoch_opened(payload),
         Some(k) if *k == "maka.workspace.baseline_accepted" => {
@@ -1602,7 +1597,7 @@ fn check_workspace_epoch_opened(v: &Json) -> V<()> {
             F("policyHash", true, Ty::Sha256),
         ],
     )?;
-    let get = |k: &str| o.get(k).unwrap_or(&Json::Null);
+    let get = |k: &str| o.get(k).unwrap_or(&NULL);
     check_identifier(get("repositoryId"), "repositoryId", "repository_")?;
     check_identifier(get("workspaceId"), "workspaceId", "workspace_")?;
     check_identifier(get("workspaceEpochId"), "workspaceEpochId", "epoch_")?;
@@ -1648,7 +1643,7 @@ fn check_workspace_baseline_accepted(v: &Json) -> V<()> {
             F("deletedFileCount", true, Ty::Zero),
         ],
     )?;
-    let get = |k: &str| o.get(k).unwrap_or(&Json::Null);
+    let get = |k: &str| o.get(k).unwrap_or(&NULL);
     check_identifier(get("repositoryId"), "repositoryId", "repository_")?;
     check_identifier(get("workspaceId"), "workspaceId", "workspace_")?;
     check_identifier(get("workspaceEpochId"), "workspaceEpochId", "epoch_")?;
@@ -1676,7 +1671,7 @@ fn check_baseline_origin(v: &Json) -> V<()> {
             F("epochOpenedEventId", true, Ty::Any),
         ],
     )?;
-    let id = o.get("epochOpenedEventId").unwrap_or(&Json::Null);
+    let id = o.get("epochOpenedEventId").unwrap_or(&NULL);
     if js_to_string_is_event_id(id) {
         Ok(())
     } else {
@@ -2281,15 +2276,12 @@ const REF_KEYS: [&str; 15] = [
 ];
 
 fn decode_refs(value: Json) -> V<Refs> {
-    let obj = match value {
-        Json::Object(o) => o,
-        other => return Err(expected("an object", &other)),
-    };
+    let obj = value.into_object().map_err(|v| expected("an object", &v))?;
     let [stored_message_id, trace_event_id, tool_call_id, provider_event_id, source_message_digest, provider_request_trace_id, artifact_id, operation_id, parent_tool_call_id, parent_operation_id, step_id, source_invocation_id, source_run_id, source_turn_id, high_water] =
         take_fields(obj, &REF_KEYS)?;
     let source_message_digest = match source_message_digest {
         None => None,
-        Some(Json::String(s)) if is_sha256_digest(&s) => Some(s),
+        Some(Json::String(ref s)) if is_sha256_digest(s) => Some(s.clone()),
         Some(other) => {
             return Err(at(
                 "sourceMessageDigest",
