@@ -309,3 +309,120 @@ fn refs_into_json(r: Refs) -> Json {
     );
     b.done()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{decode_event, Role};
+    use crate::json::parse;
+
+    const BASE: &str = r#"{"turnId":"t","id":"e1","invocationId":"inv","runId":"inv","sessionId":"s",
+        "ts":1,"partial":false,"role":"system","author":"system"}"#;
+
+    fn event(extra: &[(&str, &str)]) -> RuntimeEvent {
+        let mut v = parse(BASE).unwrap();
+        if let Json::Object(o) = &mut v {
+            for (k, x) in extra {
+                o.insert(JsStr::new(k), parse(x).unwrap());
+            }
+        }
+        decode_event(v).unwrap()
+    }
+
+    #[test]
+    fn sorted_compact_output() {
+        let e = event(&[(
+            "actions",
+            r#"{"stateDelta":{"b":1,"10":2,"9":3,"a":[{"z":1,"y":2}]}}"#,
+        )]);
+        assert_eq!(
+            encode_canonical(&e).unwrap(),
+            r#"{"actions":{"stateDelta":{"9":3,"10":2,"a":[{"y":2,"z":1}],"b":1}},"author":"system","id":"e1","invocationId":"inv","partial":false,"role":"system","runId":"inv","sessionId":"s","ts":1,"turnId":"t"}"#
+        );
+    }
+
+    #[test]
+    fn negative_zero_and_non_finite_are_not_lossless() {
+        assert_eq!(
+            encode_canonical(&event(&[("ts", "-0")])),
+            Err(EncodeError::NotLossless)
+        );
+        let deep = event(&[("actions", r#"{"stateDelta":{"a":[[{"b":-1e-400}]]}}"#)]);
+        assert_eq!(encode_canonical(&deep), Err(EncodeError::NotLossless));
+        let inf = event(&[("actions", r#"{"stateDelta":{"a":1e400}}"#)]);
+        assert_eq!(encode_canonical(&inf), Err(EncodeError::NotLossless));
+        let start = r#"{"kind":"text","text":"/skill:a","inlineReferences":[{"kind":"skill","value":"/skill:a","label":"a","start":-0}]}"#;
+        assert_eq!(
+            encode_canonical(&event(&[("content", start)])),
+            Err(EncodeError::NotLossless)
+        );
+        // The decoder rewrites an attachment's -0 bytes, so that one is fine.
+        let attachment = r#"{"kind":"text","text":"x","attachments":[{"kind":"doc","name":"n","mimeType":"m","bytes":-0,"ref":{"kind":"session_file","sessionId":"s","relativePath":"p"}}]}"#;
+        let out = encode_canonical(&event(&[("content", attachment)])).unwrap();
+        assert!(out.contains(r#""bytes":0,"#), "{out}");
+    }
+
+    #[test]
+    fn round_trip_through_json_is_identity() {
+        let e = event(&[
+            ("branch", r#""""#),
+            ("origin", r#""provider""#),
+            ("modelVisibility", r#""hidden""#),
+            ("status", r#""failed""#),
+            (
+                "content",
+                r#"{"kind":"error","message":"m","details":["x"]}"#,
+            ),
+            (
+                "actions",
+                r#"{"endInvocation":true,"tokenUsage":{"input":1,"output":2},"toolDispatch":{"protocol":"t1_after_preflight_v1","operationId":"op","providerToolCallId":"c","toolName":"t","canonicalArgsHash":"h","recoveryMode":"reattach"},"artifactDelta":{"a":true}}"#,
+            ),
+            (
+                "refs",
+                r#"{"toolCallId":"c","sourceRuntimeEventHighWater":7}"#,
+            ),
+        ]);
+        let again = decode_event(event_to_json(&e)).unwrap();
+        assert_eq!(again, e);
+        assert_eq!(event_kind(&e), "error");
+    }
+
+    #[test]
+    fn hand_built_events_are_validated_and_normalized() {
+        let mut e = event(&[]);
+        e.id = JsStr::new("");
+        assert!(
+            matches!(encode_canonical(&e), Err(EncodeError::Schema(d)) if d.starts_with("id:"))
+        );
+
+        let mut e = event(&[]);
+        e.role = Role::User;
+        let mut fields = JsObject::new();
+        fields.insert(JsStr::new("displayText"), Json::String(JsStr::new("same")));
+        fields.insert(JsStr::new("quotes"), Json::Array(Vec::new()));
+        e.content = Some(Content::Text {
+            text: JsStr::new("same"),
+            steering: true,
+            fields,
+        });
+        let out = encode_canonical(&e).unwrap();
+        assert!(
+            out.starts_with(
+                r#"{"author":"system","content":{"kind":"text","steering":true,"text":"same"},"#
+            ),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn deep_open_values_do_not_use_the_thread_stack() {
+        let depth = 100_000;
+        let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let e = event(&[("actions", &format!(r#"{{"stateDelta":{{"d":{nested}}}}}"#))]);
+        let out = encode_canonical(&e).unwrap();
+        let want = format!(
+            r#"{{"actions":{{"stateDelta":{{"d":{nested}}}}},"author":"system","id":"e1","invocationId":"inv","partial":false,"role":"system","runId":"inv","sessionId":"s","ts":1,"turnId":"t"}}"#
+        );
+        assert!(out == want, "deep output differs");
+    }
+}

@@ -2319,3 +2319,766 @@ fn decode_refs(value: Json) -> V<Refs> {
         source_runtime_event_high_water,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse;
+
+    const BASE: &str = r#"{"id":"e1","invocationId":"inv","runId":"inv","sessionId":"s","turnId":"t",
+        "ts":1,"partial":false,"role":"user","author":"user",
+        "content":{"kind":"text","text":"hi /skill:demo @src/a.rs"}}"#;
+
+    fn base() -> Json {
+        parse(BASE).expect("base parses")
+    }
+
+    /// Sets `path` (object keys, created as needed) to the JSON `value`.
+    fn set(v: &mut Json, path: &[&str], value: &str) {
+        let mut cur = v;
+        for (i, key) in path.iter().enumerate() {
+            let Json::Object(o) = cur else {
+                panic!("not an object at {key}")
+            };
+            if i + 1 == path.len() {
+                o.insert(JsStr::new(key), parse(value).expect("value parses"));
+                return;
+            }
+            if o.get(key).is_none() {
+                o.insert(JsStr::new(key), Json::Object(JsObject::new()));
+            }
+            cur = o.get_mut(key).expect("just inserted");
+        }
+    }
+
+    fn remove(v: &mut Json, path: &[&str]) {
+        let mut cur = v;
+        for key in &path[..path.len() - 1] {
+            cur = cur.as_object_mut_for_test(key);
+        }
+        if let Json::Object(o) = cur {
+            o.remove(path[path.len() - 1]);
+        }
+    }
+
+    trait Nav {
+        fn as_object_mut_for_test(&mut self, key: &str) -> &mut Json;
+    }
+    impl Nav for Json {
+        fn as_object_mut_for_test(&mut self, key: &str) -> &mut Json {
+            match self {
+                Json::Object(o) => o.get_mut(key).expect("key present"),
+                _ => panic!("not an object"),
+            }
+        }
+    }
+
+    fn with(path: &[&str], value: &str) -> Result<RuntimeEvent, DecodeError> {
+        let mut v = base();
+        set(&mut v, path, value);
+        decode_event(v)
+    }
+
+    fn ok(path: &[&str], value: &str) -> RuntimeEvent {
+        with(path, value).unwrap_or_else(|e| panic!("{path:?} = {value}: {e}"))
+    }
+
+    /// Rejected, and the detail starts with `detail`.
+    fn rejects(path: &[&str], value: &str, detail: &str) {
+        match with(path, value) {
+            Ok(_) => panic!("{path:?} = {value} was accepted"),
+            Err(DecodeError::Schema(d)) => {
+                assert!(
+                    d.starts_with(detail),
+                    "{path:?} = {value}: detail {d:?}, want {detail:?}"
+                )
+            }
+            Err(e) => panic!("{path:?} = {value}: {e}"),
+        }
+    }
+
+    fn text_fields(e: &RuntimeEvent) -> &JsObject {
+        match &e.content {
+            Some(Content::Text { fields, .. }) => fields,
+            other => panic!("not text: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn base_decodes() {
+        let e = decode_event(base()).unwrap();
+        assert_eq!(e.id, "e1");
+        assert_eq!(e.role, Role::User);
+        assert!(e.refs.is_none() && e.actions.is_none());
+    }
+
+    #[test]
+    fn null_is_never_an_absent_optional() {
+        for key in [
+            "branch",
+            "origin",
+            "modelVisibility",
+            "status",
+            "content",
+            "actions",
+            "refs",
+        ] {
+            rejects(&[key], "null", key);
+        }
+        for key in REF_KEYS {
+            rejects(&["refs", key], "null", &format!("refs.{key}"));
+        }
+        for key in [
+            "stateDelta",
+            "artifactDelta",
+            "transferToAgent",
+            "endInvocation",
+            "toolDispatch",
+        ] {
+            rejects(&["actions", key], "null", &format!("actions.{key}"));
+        }
+        for key in [
+            "displayText",
+            "origin",
+            "attachments",
+            "quotes",
+            "inlineReferences",
+            "steering",
+        ] {
+            rejects(&["content", key], "null", &format!("content.{key}"));
+        }
+        rejects(
+            &["content", "providerOptions"],
+            "null",
+            "content.providerOptions",
+        );
+    }
+
+    #[test]
+    fn unknown_keys_rejected_at_every_closed_level() {
+        rejects(&["extra"], "1", "payload: unknown key \"extra\"");
+        rejects(&["__proto__"], "{}", "payload: unknown key \"__proto__\"");
+        rejects(&["content", "extra"], "1", "content: unknown key");
+        rejects(&["actions", "extra"], "1", "actions: unknown key");
+        rejects(&["refs", "extra"], "1", "refs: unknown key");
+        rejects(
+            &["actions", "tokenUsage"],
+            r#"{"input":1,"output":1,"x":1}"#,
+            "actions.tokenUsage: unknown key \"x\"",
+        );
+        rejects(
+            &["actions", "tokenUsage"],
+            r#"{"input":1,"output":1,"contextBudget":{"enabled":true,"estimatedTokensBefore":1,"estimatedTokensAfter":1,"keptTurns":1,"droppedTurns":1,"keptEvents":1,"droppedEvents":1,"x":1}}"#,
+            "actions.tokenUsage.contextBudget: unknown key \"x\"",
+        );
+        rejects(
+            &["content", "origin"],
+            r#"{"kind":"goal","goalId":"g","x":1}"#,
+            "content.origin",
+        );
+        rejects(
+            &["content", "attachments"],
+            r#"[{"kind":"image","name":"a","mimeType":"image/png","bytes":1,"ref":{"kind":"workspace_file","relativePath":"a","x":1}}]"#,
+            "content.attachments[0].ref: unknown key \"x\"",
+        );
+        // Open records take any key.
+        ok(
+            &["actions", "stateDelta"],
+            r#"{"__proto__":{"x":1},"anything":[null]}"#,
+        );
+    }
+
+    #[test]
+    fn required_keys_must_be_present_but_args_and_result_may_be_null() {
+        for key in [
+            "id",
+            "invocationId",
+            "runId",
+            "sessionId",
+            "turnId",
+            "ts",
+            "partial",
+            "role",
+            "author",
+        ] {
+            let mut v = base();
+            remove(&mut v, &[key]);
+            let err = decode_event(v).unwrap_err();
+            assert_eq!(
+                err,
+                DecodeError::Schema(format!("{key}: missing required key"))
+            );
+        }
+        let call = r#"{"kind":"function_call","id":"c","name":"n","args":null}"#;
+        assert!(matches!(
+            ok(&["content"], call).content,
+            Some(Content::FunctionCall {
+                args: Json::Null,
+                ..
+            })
+        ));
+        rejects(
+            &["content"],
+            r#"{"kind":"function_call","id":"c","name":"n"}"#,
+            "content.args: missing",
+        );
+        let resp = r#"{"kind":"function_response","id":"c","name":"n","result":null}"#;
+        ok(&["content"], resp);
+        rejects(
+            &["content"],
+            r#"{"kind":"function_response","id":"c","name":"n"}"#,
+            "content.result: missing",
+        );
+        // Only the five envelope ids must be non-empty.
+        rejects(
+            &["sessionId"],
+            r#""""#,
+            "sessionId: must be a non-empty string",
+        );
+        ok(
+            &["content"],
+            r#"{"kind":"function_call","id":"","name":"","args":{}}"#,
+        );
+    }
+
+    #[test]
+    fn enums_are_exact() {
+        rejects(&["role"], r#""User""#, "role: expected one of");
+        rejects(&["author"], r#""assistant""#, "author");
+        rejects(&["status"], r#""done""#, "status");
+        ok(&["status"], r#""cancelled""#);
+        ok(&["origin"], r#""code_mode""#);
+        ok(&["modelVisibility"], r#""hidden""#);
+        let dispatch = |mode: &str| {
+            format!(
+                r#"{{"protocol":"t1_after_preflight_v1","operationId":"op","providerToolCallId":"c","toolName":"t","canonicalArgsHash":"","recoveryMode":"{mode}"}}"#
+            )
+        };
+        let e = ok(&["actions", "toolDispatch"], &dispatch("never_auto_retry"));
+        let d = e.actions.unwrap().tool_dispatch.unwrap();
+        assert_eq!(d.recovery_mode, RecoveryMode::NeverAutoRetry);
+        assert_eq!(d.operation_id, "op");
+        rejects(
+            &["actions", "toolDispatch"],
+            &dispatch("Reconcile"),
+            "actions.toolDispatch.recoveryMode: expected one of",
+        );
+    }
+
+    #[test]
+    fn numbers_finite_and_safe_integers() {
+        for ts in ["-0", "0.5", "-1", "1e308", "9007199254740993"] {
+            let e = ok(&["ts"], ts);
+            assert_eq!(e.ts, ts.parse::<f64>().unwrap());
+        }
+        assert!(ok(&["ts"], "-0").ts.is_sign_negative());
+        rejects(
+            &["ts"],
+            "1e400",
+            "ts: expected a finite number, got non-finite number",
+        );
+        rejects(&["ts"], r#""1""#, "ts");
+        let hw = ["refs", "sourceRuntimeEventHighWater"];
+        ok(&hw, "9007199254740991");
+        ok(&hw, "3.0");
+        ok(&hw, "0");
+        rejects(&hw, "9007199254740992", "refs.sourceRuntimeEventHighWater: expected a safe integer >= 0, got number 9007199254740992");
+        rejects(&hw, "3.5", "refs.sourceRuntimeEventHighWater");
+        rejects(&hw, "-1", "refs.sourceRuntimeEventHighWater");
+        ok(
+            &["actions", "tokenUsage"],
+            r#"{"input":-5.5,"output":1e300,"costUsd":0}"#,
+        );
+        rejects(
+            &["actions", "tokenUsage"],
+            r#"{"input":1,"output":-1e400}"#,
+            "actions.tokenUsage.output",
+        );
+        ok(
+            &["actions", "artifactDelta"],
+            r#"{"a":1,"b":"x","c":false}"#,
+        );
+        rejects(
+            &["actions", "artifactDelta"],
+            r#"{"a":null}"#,
+            "actions.artifactDelta.\"a\"",
+        );
+    }
+
+    #[test]
+    fn utf8_byte_limits() {
+        let accepted = |id: String| format!(r#"{{"requestId":"{id}"}}"#);
+        for key in ["permissionAnswerAccepted", "userQuestionAnswerAccepted"] {
+            ok(&["actions", key], &accepted("x".repeat(256)));
+            rejects(
+                &["actions", key],
+                &accepted("x".repeat(257)),
+                &format!("actions.{key}.requestId"),
+            );
+            ok(&["actions", key], &accepted("€".repeat(85)));
+            rejects(
+                &["actions", key],
+                &accepted("€".repeat(86)),
+                &format!("actions.{key}.requestId"),
+            );
+            // A lone surrogate counts as U+FFFD: three bytes.
+            ok(&["actions", key], &accepted("\\ud800".repeat(85)));
+            rejects(
+                &["actions", key],
+                &accepted("\\ud800".repeat(86)),
+                &format!("actions.{key}.requestId"),
+            );
+            // A surrogate pair is one four-byte character.
+            ok(&["actions", key], &accepted("\\ud83d\\ude00".repeat(64)));
+            rejects(
+                &["actions", key],
+                &accepted(format!("{}x", "\\ud83d\\ude00".repeat(64))),
+                "actions",
+            );
+            rejects(
+                &["actions", key],
+                &accepted(String::new()),
+                &format!("actions.{key}.requestId"),
+            );
+        }
+        let decision =
+            |name: String| format!(r#"{{"requestId":"","decision":"allow","toolName":"{name}"}}"#);
+        ok(
+            &["actions", "permissionDecision"],
+            &decision("é".repeat(128)),
+        );
+        rejects(
+            &["actions", "permissionDecision"],
+            &decision(format!("{}a", "é".repeat(128))),
+            "actions.permissionDecision.toolName",
+        );
+        rejects(
+            &["actions", "permissionDecision"],
+            &decision(String::new()),
+            "actions.permissionDecision.toolName",
+        );
+    }
+
+    #[test]
+    fn permission_closure_must_be_alone() {
+        let closure = r#"{"requestId":"r","reason":"timed_out"}"#;
+        let e = ok(&["actions", "permissionClosureAccepted"], closure);
+        assert_eq!(
+            e.actions.unwrap().present_keys(),
+            vec!["permissionClosureAccepted"]
+        );
+        let mut v = base();
+        set(&mut v, &["actions", "permissionClosureAccepted"], closure);
+        set(&mut v, &["actions", "stateDelta"], "{}");
+        assert_eq!(
+            decode_event(v).unwrap_err(),
+            DecodeError::Schema(
+                "actions: permissionClosureAccepted must be the only key of actions".into()
+            )
+        );
+        rejects(
+            &["actions", "permissionClosureAccepted"],
+            r#"{"requestId":"r","reason":"other"}"#,
+            "actions.permissionClosureAccepted.reason",
+        );
+    }
+
+    #[test]
+    fn text_content_is_normalized() {
+        let e = ok(&["content", "displayText"], r#""hi /skill:demo @src/a.rs""#);
+        assert!(text_fields(&e).get("displayText").is_none());
+        let e = ok(&["content", "displayText"], r#""shown""#);
+        assert_eq!(
+            text_fields(&e).get("displayText").and_then(Json::as_str),
+            Some("shown")
+        );
+
+        let e = ok(&["content", "attachments"], "[]");
+        assert!(text_fields(&e).get("attachments").is_none());
+        let e = ok(&["content", "quotes"], "[]");
+        assert!(text_fields(&e).get("quotes").is_none());
+        let e = ok(&["content", "inlineReferences"], "[]");
+        assert!(text_fields(&e).get("inlineReferences").is_some());
+
+        let e = ok(&["content", "providerOptions"], r#"{"openai":{"x":1}}"#);
+        assert!(text_fields(&e).get("providerOptions").is_none());
+        rejects(
+            &["content", "providerOptions"],
+            "[]",
+            "content.providerOptions",
+        );
+
+        let e = ok(
+            &["content", "origin"],
+            r#"{"automationId":"a","kind":"automation"}"#,
+        );
+        let origin = text_fields(&e)
+            .get("origin")
+            .and_then(Json::as_object)
+            .unwrap();
+        assert_eq!(
+            origin.get("kind").and_then(Json::as_str),
+            Some("legacy_automation")
+        );
+        assert_eq!(origin.get("automationId").and_then(Json::as_str), Some("a"));
+        ok(
+            &["content", "origin"],
+            r#"{"kind":"agent_graph","graphId":"g","wakeId":"w","attemptId":"a"}"#,
+        );
+        rejects(
+            &["content", "origin"],
+            r#"{"kind":"automation","goalId":"g"}"#,
+            "content.origin",
+        );
+        rejects(
+            &["content", "origin"],
+            r#"{"kind":"goal","goalId":1}"#,
+            "content.origin",
+        );
+
+        let e = ok(&["content", "steering"], "true");
+        assert!(matches!(
+            e.content,
+            Some(Content::Text { steering: true, .. })
+        ));
+        assert_eq!(text_fields(&e).get("steering"), Some(&Json::Bool(true)));
+        rejects(
+            &["content", "steering"],
+            "false",
+            "content.steering: must be true",
+        );
+
+        let attachment = r#"[{"kind":"pdf","name":"","mimeType":"","bytes":-0,"ref":{"kind":"external_file","absolutePath":""}}]"#;
+        let e = ok(&["content", "attachments"], attachment);
+        let bytes = text_fields(&e)
+            .get("attachments")
+            .and_then(|a| a.as_array())
+            .unwrap()[0]
+            .as_object()
+            .unwrap()
+            .get("bytes")
+            .and_then(Json::as_f64)
+            .unwrap();
+        assert!(bytes == 0.0 && bytes.is_sign_positive());
+
+        // Thinking content with kind changed to text decodes; its fields keep kind.
+        let e = ok(&["content"], r#"{"kind":"text","text":"x"}"#);
+        assert_eq!(
+            text_fields(&e).get("kind").and_then(Json::as_str),
+            Some("text")
+        );
+    }
+
+    #[test]
+    fn inline_references() {
+        let r = |kind: &str, value: &str, start: &str| {
+            format!(r#"{{"kind":"{kind}","value":"{value}","label":"l","start":{start}}}"#)
+        };
+        let skill = r("skill", "/skill:demo", "3");
+        let file = r("workspace_file", "@src/a.rs", "15");
+        ok(
+            &["content", "inlineReferences"],
+            &format!("[{skill},{file}]"),
+        );
+        rejects(
+            &["content", "inlineReferences"],
+            &format!("[{file},{skill}]"),
+            "content.inlineReferences[1].start: overlaps",
+        );
+        rejects(
+            &["content", "inlineReferences"],
+            &format!("[{}]", r("skill", "/skill:demo", "4")),
+            "content.inlineReferences[0]: value does not occur",
+        );
+        rejects(
+            &["content", "inlineReferences"],
+            &format!("[{}]", r("skill", "/skill:de mo", "3")),
+            "content.inlineReferences[0].value",
+        );
+        rejects(
+            &["content", "inlineReferences"],
+            &format!("[{}]", r("workspace_file", "@../a", "0")),
+            "content.inlineReferences[0].value",
+        );
+        rejects(
+            &["content", "inlineReferences"],
+            &format!("[{}]", r("skill", "/skill:demo", "3.5")),
+            "content.inlineReferences[0].start",
+        );
+        // Offsets are UTF-16 units and refer to displayText when present.
+        let mut v = base();
+        set(&mut v, &["content", "displayText"], r#""😀 /skill:demo""#);
+        set(
+            &mut v,
+            &["content", "inlineReferences"],
+            &format!("[{}]", r("skill", "/skill:demo", "3")),
+        );
+        decode_event(v).expect("emoji is two UTF-16 units");
+        let refs: Vec<String> = (0..33).map(|_| r("skill", "/skill:demo", "3")).collect();
+        rejects(
+            &["content", "inlineReferences"],
+            &format!("[{}]", refs.join(",")),
+            "content.inlineReferences: at most 32",
+        );
+    }
+
+    #[test]
+    fn reserved_facts() {
+        let digest = format!("sha256:{}", "a".repeat(64));
+        let decision = |extra: &str, ids: &str| {
+            format!(
+                r#"{{"kind":"maka.tool.recovery_decision","version":1,"payload":{{"protocol":"tool_recovery_v1","operationId":"op","evidenceEventIds":{ids}{extra}}}}}"#
+            )
+        };
+        let completed = r#","disposition":"completed","reasonCode":"reconcile_matches_expected_state","outcomeEventId":"o""#;
+        let e = ok(
+            &["actions", "toolRecovery"],
+            &decision(completed, r#"["a","b"]"#),
+        );
+        let r = e.actions.unwrap().tool_recovery.unwrap();
+        assert_eq!(
+            (r.kind.as_str(), r.operation_id.as_str()),
+            (Some("maka.tool.recovery_decision"), Some("op"))
+        );
+        rejects(
+            &["actions", "toolRecovery"],
+            &decision(completed, r#"["a","a"]"#),
+            "actions.toolRecovery.payload.evidenceEventIds[1]: duplicate",
+        );
+        rejects(
+            &["actions", "toolRecovery"],
+            &decision(completed, "[]"),
+            "actions.toolRecovery.payload.evidenceEventIds",
+        );
+        let parked = r#","disposition":"parked","reasonCode":"reconcile_diverged""#;
+        ok(&["actions", "toolRecovery"], &decision(parked, r#"["a"]"#));
+        rejects(
+            &["actions", "toolRecovery"],
+            &decision(&format!(r#"{parked},"outcomeEventId":"o""#), r#"["a"]"#),
+            "actions.toolRecovery.payload: unknown key",
+        );
+
+        let cont = |hw: &str| {
+            format!(
+                r#"{{"protocol":"continuation_start_v2","provenance":"claim_repair","claimId":"c","boundaryDigest":"{digest}","immediateSource":{{"sessionId":"s","invocationId":"i","runId":"r","turnId":"t","highWater":{hw},"prefixDigest":"{digest}"}},"replayManifestDigest":"{digest}","providerProjectionVersion":1,"providerReplayDigest":"{digest}"}}"#
+            )
+        };
+        ok(&["actions", "continuationStart"], &cont("2"));
+        rejects(
+            &["actions", "continuationStart"],
+            &cont("0"),
+            "actions.continuationStart.immediateSource.highWater",
+        );
+
+        let hex = |n: usize| "0".repeat(n);
+        let baseline = |epoch_event: &str| {
+            format!(
+                r#"{{"kind":"maka.workspace.baseline_accepted","version":1,"payload":{{"protocol":"workspace_baseline_accepted_v1","repositoryId":"repository_{h32}","workspaceId":"workspace_{h32}","workspaceEpochId":"epoch_{h32}","workspaceVersionId":"version_{h32}","objectFormat":"sha1","parents":[],"origin":{{"kind":"baseline","epochOpenedEventId":{epoch_event}}},"commitOid":"{h40}","treeOid":"{h40}","policyHash":"{digest}","treeDeltaDigest":"{digest}","changedFileCount":0,"deletedFileCount":0}}}}"#,
+                h32 = hex(32),
+                h40 = hex(40),
+            )
+        };
+        // `String(value)` is what the pattern sees.
+        for good in [
+            r#""ev_1""#,
+            "123",
+            "-5",
+            "true",
+            "null",
+            r#"["x"]"#,
+            r#"[["x"]]"#,
+            "1e-7",
+        ] {
+            ok(&["actions", "workspaceFact"], &baseline(good));
+        }
+        for bad in [
+            r#""a.b""#,
+            "{}",
+            "[]",
+            "[null]",
+            r#"["a","b"]"#,
+            "1.5",
+            "1e21",
+            r#""""#,
+        ] {
+            rejects(
+                &["actions", "workspaceFact"],
+                &baseline(bad),
+                "actions.workspaceFact.payload.origin.epochOpenedEventId",
+            );
+        }
+        let epoch = format!(
+            r#"{{"kind":"maka.workspace.epoch_opened","version":1,"payload":{{"protocol":"workspace_epoch_opened_v1","repositoryId":"repository_{h32}","workspaceId":"workspace_{h32}","workspaceEpochId":"epoch_{h32}","workspaceInstanceId":"instance_{h32}","initialWorkspaceVersionId":"version_{h32}","mode":"managed_worktree","objectFormat":"sha256","sourceCommitOid":"{h64}","sourceTreeOid":"{h64}","materializationProfileDigest":"{digest}","materializationSemantics":"git_tree_materialized_with_fixed_config_v1","policyHash":"{digest}"}}}}"#,
+            h32 = hex(32),
+            h64 = hex(64),
+        );
+        ok(&["actions", "workspaceFact"], &epoch);
+        rejects(
+            &["actions", "workspaceFact"],
+            &epoch.replace(&hex(64), &hex(40)),
+            "actions.workspaceFact.payload.sourceCommitOid",
+        );
+    }
+
+    fn permission(kind_fields: &str) -> String {
+        format!(
+            r#"{{"requestId":"r","toolUseId":"u","toolName":"Bash","category":"shell_unsafe",{kind_fields}}}"#
+        )
+    }
+
+    fn additional(profile: &str) -> String {
+        permission(&format!(
+            r#""kind":"additional_permissions","reason":"additional_permissions","additionalPermissions":{profile},"cwd":"/","justification":"j","intentHash":"h","permissionsHash":"h","risk":{{"outsideWorkspace":true,"protectedMetadata":false,"networkEnabled":false}},"alsoApprovesToolExecution":false,"availableDecisions":["allow_once","deny"]"#
+        ))
+    }
+
+    #[test]
+    fn permission_requests() {
+        let pr = ["actions", "permissionRequest"];
+        ok(
+            &pr,
+            &permission(
+                r#""kind":"tool_permission","reason":"custom","args":null,"rememberForTurnAllowed":true"#,
+            ),
+        );
+        rejects(
+            &pr,
+            &permission(
+                r#""kind":"tool_permission","reason":"custom","rememberForTurnAllowed":true"#,
+            ),
+            "actions.permissionRequest.args: missing",
+        );
+        rejects(
+            &pr,
+            &permission(r#""kind":"other""#),
+            "actions.permissionRequest.kind",
+        );
+        let escalation = r#""kind":"sandbox_escalation","reason":"sandbox_escalation","command":"ls","cwd":"/","justification":"j","intentHash":"h","commandHash":"h","trigger":"proactive","risk":{"unsandboxedExecution":true,"unrestrictedFileSystem":true,"unrestrictedNetwork":true,"protectedMetadataExposed":true},"alsoApprovesToolExecution":true,"availableDecisions":["allow_once","deny"]"#;
+        ok(&pr, &permission(escalation));
+        rejects(
+            &pr,
+            &permission(escalation).replace(r#""toolName":"Bash""#, r#""toolName":"Sh""#),
+            "actions.permissionRequest.toolName",
+        );
+        rejects(
+            &pr,
+            &permission(escalation).replace(r#"["allow_once","deny"]"#, r#"["deny","allow_once"]"#),
+            "actions.permissionRequest.availableDecisions",
+        );
+
+        ok(&pr, &additional(r#"{"network":{"enabled":true}}"#));
+        ok(
+            &pr,
+            &additional(
+                r#"{"fileSystem":{"entries":[{"path":"/a/b","access":"read","scope":"exact"}]}}"#,
+            ),
+        );
+        ok(
+            &pr,
+            &additional(
+                r#"{"fileSystem":{"entries":[{"path":"C:\\a","access":"write","scope":"subtree"}]}}"#,
+            ),
+        );
+        for bad_path in [
+            "/",
+            "/a/",
+            "a/b",
+            "/a/../b",
+            "/a//b",
+            "C:\\\\a\\\\",
+            "C:\\\\a/b",
+        ] {
+            let profile = format!(
+                r#"{{"fileSystem":{{"entries":[{{"path":"{bad_path}","access":"read","scope":"exact"}}]}}}}"#
+            );
+            rejects(
+                &pr,
+                &additional(&profile),
+                "actions.permissionRequest.additionalPermissions.fileSystem.entries[0]",
+            );
+        }
+        rejects(
+            &pr,
+            &additional("{}"),
+            "actions.permissionRequest.additionalPermissions: must contain at least one",
+        );
+        rejects(
+            &pr,
+            &additional(r#"{"network":{"enabled":false}}"#),
+            "actions.permissionRequest.additionalPermissions.network",
+        );
+    }
+
+    #[test]
+    fn additional_permission_size_counts_compacted_entries() {
+        let pr = ["actions", "permissionRequest"];
+        let long = "x".repeat(4000);
+        let entries = |root_scope: &str| {
+            let mut list = vec![format!(
+                r#"{{"path":"/{long}","access":"write","scope":"{root_scope}"}}"#
+            )];
+            for i in 0..20 {
+                list.push(format!(
+                    r#"{{"path":"/{long}/{i}","access":"read","scope":"exact"}}"#
+                ));
+            }
+            format!(r#"{{"fileSystem":{{"entries":[{}]}}}}"#, list.join(","))
+        };
+        // 21 paths of ~4 KB: over 64 KiB unless the subtree root covers the other 20.
+        ok(&pr, &additional(&entries("subtree")));
+        rejects(
+            &pr,
+            &additional(&entries("exact")),
+            "actions.permissionRequest.additionalPermissions: exceeds the serialized size limit",
+        );
+    }
+
+    #[test]
+    fn payload_identity_is_checked_on_undecodable_payloads() {
+        let row = RowIdentity {
+            event_id: "e1".into(),
+            session_id: "s".into(),
+            invocation_id: "inv".into(),
+            run_id: "inv".into(),
+            turn_id: "t".into(),
+        };
+        let mut v = base();
+        set(&mut v, &["role"], r#""nobody""#);
+        assert!(payload_identity_matches(&v, &row));
+        assert!(decode_event(v).is_err());
+        let mut v = base();
+        set(&mut v, &["id"], r#""e\ud800""#);
+        assert!(!payload_identity_matches(
+            &v,
+            &RowIdentity {
+                event_id: "e\u{FFFD}".into(),
+                ..row.clone()
+            }
+        ));
+        assert!(!payload_identity_matches(&parse("[]").unwrap(), &row));
+        let e = decode_event(base()).unwrap();
+        assert!(crate::event::row_identity_matches(&e, &row));
+    }
+
+    #[test]
+    fn error_content_details() {
+        ok(
+            &["content"],
+            r#"{"kind":"error","message":"","details":["a","b"]}"#,
+        );
+        ok(
+            &["content"],
+            r#"{"kind":"error","message":"m","details":{"status":429},"code":"c","reason":"r"}"#,
+        );
+        rejects(
+            &["content"],
+            r#"{"kind":"error","message":"m","details":["a",1]}"#,
+            "content.details[1]",
+        );
+        rejects(
+            &["content"],
+            r#"{"kind":"error","message":"m","code":null}"#,
+            "content.code",
+        );
+    }
+}
