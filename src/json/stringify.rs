@@ -356,3 +356,83 @@ mod tests {
         assert_eq!(parse(&out).unwrap(), parse(text).unwrap());
     }
 }
+
+/// Real and conformance data: the vector files and the fixture workspaces.
+#[cfg(test)]
+mod data_tests {
+    use super::*;
+    use crate::json::parse;
+
+    fn lines(text: &str) -> impl Iterator<Item = serde_json::Value> + '_ {
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("vector line is JSON"))
+    }
+
+    #[test]
+    fn decode_vectors_syntax_verdicts() {
+        // Maka's JSON.parse rejects exactly the lines whose error is not a schema error.
+        let mut failures = Vec::new();
+        for v in lines(include_str!("../../tests/vectors/decode.jsonl")) {
+            let payload = v["payload_json"].as_str().unwrap();
+            let syntax_error = v["maka_error"]
+                .as_str()
+                .is_some_and(|e| e != "Invalid RuntimeEvent schema");
+            if parse(payload).is_ok() == syntax_error {
+                failures.push(v["name"].to_string());
+            }
+        }
+        assert!(failures.is_empty(), "{failures:?}");
+    }
+
+    #[test]
+    fn canonical_vectors_are_fixed_points() {
+        let mut failures = Vec::new();
+        let mut checked = 0;
+        for v in lines(include_str!("../../tests/vectors/canonical.jsonl")) {
+            let Some(canonical) = v["canonical"].as_str() else {
+                continue;
+            };
+            checked += 1;
+            if stable_stringify(&parse(canonical).unwrap()).as_deref() != Ok(canonical) {
+                failures.push(v["name"].to_string());
+            }
+        }
+        assert!(checked > 10);
+        assert!(failures.is_empty(), "{failures:?}");
+    }
+
+    #[test]
+    fn fixture_rows_are_fixed_points() {
+        // Every stored payload Maka wrote is its own stable JSON.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut rows = 0;
+        let mut failures = Vec::new();
+        for dir in std::fs::read_dir(&root).unwrap() {
+            let db = dir.unwrap().path().join("runtime.sqlite");
+            if !db.exists() {
+                continue;
+            }
+            let uri = format!("file:{}?immutable=1", db.display());
+            let flags =
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+            let conn = rusqlite::Connection::open_with_flags(uri, flags).unwrap();
+            let mut stmt = conn
+                .prepare("SELECT event_id, payload_json FROM runtime_events")
+                .unwrap();
+            let all = stmt
+                .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+                .unwrap();
+            for row in all {
+                let (id, payload) = row.unwrap();
+                rows += 1;
+                match parse(&payload) {
+                    Ok(v) if stable_stringify(&v).as_deref() == Ok(payload.as_str()) => {}
+                    Ok(_) => failures.push(format!("{}: {id} not a fixed point", db.display())),
+                    Err(e) => failures.push(format!("{}: {id}: {e}", db.display())),
+                }
+            }
+        }
+        assert!(rows > 100, "{rows} rows");
+        assert!(failures.is_empty(), "{failures:#?}");
+    }
+}
