@@ -10,7 +10,9 @@ mod parse;
 mod stringify;
 
 pub use parse::{parse, ParseError};
-pub use stringify::{js_number_to_string, stable_stringify, write_js_string, StringifyError};
+pub use stringify::{
+    js_number_to_string, stable_stringify, write_js_string, write_stable, StringifyError,
+};
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -18,118 +20,183 @@ use std::fmt;
 /// A JavaScript string, stored as WTF-8 (UTF-8 that may also encode lone surrogates).
 ///
 /// Equality and hashing are by code units, which is JavaScript's `===` on strings.
-#[derive(Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct JsStr {
-    bytes: Box<[u8]>,
-    /// True when `bytes` is valid UTF-8 (no lone surrogate), the common case.
-    well_formed: bool,
+    repr: Repr,
+}
+
+/// Invariant: `Wtf8` is used only for bytes that are not valid UTF-8 (they hold at
+/// least one lone surrogate), so equal strings always have equal representations.
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum Repr {
+    Utf8(Box<str>),
+    Wtf8(Box<[u8]>),
+}
+
+impl Default for JsStr {
+    fn default() -> Self {
+        JsStr {
+            repr: Repr::Utf8(Box::from("")),
+        }
+    }
 }
 
 impl JsStr {
     /// A well-formed string.
     pub fn new(s: &str) -> Self {
-        JsStr { bytes: s.as_bytes().into(), well_formed: true }
+        JsStr {
+            repr: Repr::Utf8(Box::from(s)),
+        }
     }
 
     /// Builds a string from WTF-8 bytes. The caller guarantees the bytes are WTF-8.
+    #[allow(dead_code)] // for the other core modules
     pub(crate) fn from_wtf8_unchecked(bytes: Vec<u8>) -> Self {
-        let well_formed = std::str::from_utf8(&bytes).is_ok();
-        JsStr { bytes: bytes.into_boxed_slice(), well_formed }
+        match String::from_utf8(bytes) {
+            Ok(s) => JsStr {
+                repr: Repr::Utf8(s.into_boxed_str()),
+            },
+            Err(e) => JsStr {
+                repr: Repr::Wtf8(e.into_bytes().into_boxed_slice()),
+            },
+        }
+    }
+
+    /// Builds a string from WTF-8 bytes known to hold a lone surrogate.
+    pub(crate) fn from_ill_formed_wtf8(bytes: &[u8]) -> Self {
+        debug_assert!(std::str::from_utf8(bytes).is_err());
+        JsStr {
+            repr: Repr::Wtf8(Box::from(bytes)),
+        }
     }
 
     /// The string, when it holds no lone surrogate.
     pub fn as_str(&self) -> Option<&str> {
-        if self.well_formed {
-            // Checked when the value was built.
-            std::str::from_utf8(&self.bytes).ok()
-        } else {
-            None
+        match &self.repr {
+            Repr::Utf8(s) => Some(s),
+            Repr::Wtf8(_) => None,
         }
     }
 
     /// The string with any lone surrogate replaced by U+FFFD.
     pub fn to_string_lossy(&self) -> String {
-        match self.as_str() {
-            Some(s) => s.to_owned(),
-            None => self.code_points().map(|c| char::from_u32(c).unwrap_or('\u{FFFD}')).collect(),
+        match &self.repr {
+            Repr::Utf8(s) => String::from(&**s),
+            Repr::Wtf8(_) => self
+                .code_points()
+                .map(|c| char::from_u32(c).unwrap_or('\u{FFFD}'))
+                .collect(),
         }
     }
 
     /// Raw WTF-8 bytes.
     pub fn as_wtf8(&self) -> &[u8] {
-        &self.bytes
+        match &self.repr {
+            Repr::Utf8(s) => s.as_bytes(),
+            Repr::Wtf8(b) => b,
+        }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+        self.as_wtf8().is_empty()
     }
 
     /// True when the string has no lone surrogate.
     pub fn is_well_formed(&self) -> bool {
-        self.well_formed
+        matches!(self.repr, Repr::Utf8(_))
     }
 
     /// Code points, lone surrogates included (as 0xD800..=0xDFFF).
     pub fn code_points(&self) -> impl Iterator<Item = u32> + '_ {
-        Wtf8CodePoints { bytes: &self.bytes, pos: 0 }
+        Wtf8CodePoints {
+            bytes: self.as_wtf8(),
+            pos: 0,
+        }
     }
 
     /// UTF-16 code units, as JavaScript sees the string.
     pub fn utf16(&self) -> impl Iterator<Item = u16> + '_ {
-        self.code_points().flat_map(|cp| {
-            if cp >= 0x10000 {
-                let c = cp - 0x10000;
-                [Some(0xD800 | (c >> 10) as u16), Some(0xDC00 | (c & 0x3FF) as u16)]
-            } else {
-                [Some(cp as u16), None]
-            }
-            .into_iter()
-            .flatten()
-        })
+        utf16_units(self.code_points())
     }
 
     /// JavaScript string length (UTF-16 code units).
     pub fn utf16_len(&self) -> usize {
-        self.code_points().map(|c| if c >= 0x10000 { 2 } else { 1 }).sum()
+        // Every byte that is not a continuation byte starts one code point; four-byte
+        // sequences are two code units.
+        self.as_wtf8()
+            .iter()
+            .map(|&b| match b {
+                0x80..=0xBF => 0,
+                0xF0..=0xFF => 2,
+                _ => 1,
+            })
+            .sum()
     }
 
     /// Length of the string's UTF-8 encoding as `TextEncoder` produces it (lone
     /// surrogates become U+FFFD, three bytes each, the same as in WTF-8).
     pub fn utf8_len(&self) -> usize {
-        self.bytes.len()
+        self.as_wtf8().len()
     }
 
     /// `Array.prototype.sort()` order: UTF-16 code-unit order.
     pub fn cmp_utf16(&self, other: &JsStr) -> Ordering {
-        if self.well_formed && other.well_formed {
-            // Byte order equals code-point order; it differs from UTF-16 order only
-            // when a supplementary character meets U+E000..=U+FFFF.
-            let a = &self.bytes;
-            let b = &other.bytes;
-            let common = a.iter().zip(b.iter()).position(|(x, y)| x != y);
-            match common {
-                None => return a.len().cmp(&b.len()),
-                Some(i) => {
-                    let hi = |x: u8| x >= 0xEE; // lead byte of U+E000..=U+FFFF or 4-byte
-                    if !(hi(a[i]) && hi(b[i])) {
-                        return a[i].cmp(&b[i]);
-                    }
-                }
-            }
+        let a = self.as_wtf8();
+        let b = other.as_wtf8();
+        let Some(i) = a.iter().zip(b.iter()).position(|(x, y)| x != y) else {
+            return a.len().cmp(&b.len());
+        };
+        // The common prefix ends on a code point boundary or inside one sequence
+        // whose lead byte is shared. Byte order equals code-point order, which equals
+        // UTF-16 order except when a supplementary character (lead byte 0xF0..)
+        // meets U+E000..=U+FFFF (lead 0xEE/0xEF), or when a surrogate is involved
+        // (lead 0xED), which only WTF-8 strings have.
+        let special = |x: u8| x >= 0xED;
+        if !(special(a[i]) && special(b[i])) {
+            return a[i].cmp(&b[i]);
         }
-        self.utf16().cmp(other.utf16())
+        // Resume at the start of the code point holding byte i.
+        let mut start = i;
+        while start > 0 && (0x80..=0xBF).contains(&a[start]) {
+            start -= 1;
+        }
+        let ta = Wtf8CodePoints {
+            bytes: a,
+            pos: start,
+        };
+        let tb = Wtf8CodePoints {
+            bytes: b,
+            pos: start,
+        };
+        utf16_units(ta).cmp(utf16_units(tb))
     }
+}
+
+fn utf16_units(cps: impl Iterator<Item = u32>) -> impl Iterator<Item = u16> {
+    cps.flat_map(|cp| {
+        if cp >= 0x10000 {
+            let c = cp - 0x10000;
+            [
+                Some(0xD800 | (c >> 10) as u16),
+                Some(0xDC00 | (c & 0x3FF) as u16),
+            ]
+        } else {
+            [Some(cp as u16), None]
+        }
+        .into_iter()
+        .flatten()
+    })
 }
 
 impl PartialEq<str> for JsStr {
     fn eq(&self, other: &str) -> bool {
-        &*self.bytes == other.as_bytes()
+        self.as_wtf8() == other.as_bytes()
     }
 }
 
 impl PartialEq<&str> for JsStr {
     fn eq(&self, other: &&str) -> bool {
-        &*self.bytes == other.as_bytes()
+        self.as_wtf8() == other.as_bytes()
     }
 }
 
@@ -141,7 +208,9 @@ impl From<&str> for JsStr {
 
 impl From<String> for JsStr {
     fn from(s: String) -> Self {
-        JsStr { bytes: s.into_bytes().into_boxed_slice(), well_formed: true }
+        JsStr {
+            repr: Repr::Utf8(s.into_boxed_str()),
+        }
     }
 }
 
@@ -184,8 +253,19 @@ impl Iterator for Wtf8CodePoints<'_> {
 }
 
 /// A parsed JSON value with JavaScript semantics.
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Dropping, cloning, comparing, debug-printing and the `serde_json` conversions never
+/// recurse on the thread stack, so values nested to any depth are safe.
+///
+/// Because `Json` implements `Drop`, a payload cannot be moved out of an owned value by
+/// a `match`: match on a reference, or use [`Json::take`], [`Json::into_array`],
+/// [`Json::into_object`], [`Json::into_js_string`].
+///
+/// `==` compares numbers as `f64` (`-0 == 0`, `NaN != NaN`) and object entries in
+/// insertion order.
+#[derive(Default)]
 pub enum Json {
+    #[default]
     Null,
     Bool(bool),
     /// Always a finite-or-not IEEE double, as `JSON.parse` produces (`1e400` is infinity).
@@ -197,14 +277,16 @@ pub enum Json {
 
 /// A JSON object: keys unique, in first-insertion order (JavaScript property order is
 /// recomputed where it matters, by the stringifier).
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Default, PartialEq)]
 pub struct JsObject {
     entries: Vec<(JsStr, Json)>,
 }
 
 impl JsObject {
     pub fn new() -> Self {
-        JsObject { entries: Vec::new() }
+        JsObject {
+            entries: Vec::new(),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -216,11 +298,21 @@ impl JsObject {
     }
 
     pub fn get(&self, key: &str) -> Option<&Json> {
-        self.entries.iter().find(|(k, _)| *k == *key).map(|(_, v)| v)
+        self.entries
+            .iter()
+            .find(|(k, _)| *k == *key)
+            .map(|(_, v)| v)
     }
 
     pub fn get_js(&self, key: &JsStr) -> Option<&Json> {
         self.entries.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Json> {
+        self.entries
+            .iter_mut()
+            .find(|(k, _)| *k == *key)
+            .map(|(_, v)| v)
     }
 
     pub fn contains_key(&self, key: &str) -> bool {
@@ -237,10 +329,12 @@ impl JsObject {
     }
 
     /// Appends without checking for an existing key (the caller knows it is new).
+    #[allow(dead_code)] // for the other core modules
     pub(crate) fn push_unique(&mut self, key: JsStr, value: Json) {
         self.entries.push((key, value));
     }
 
+    /// Removes `key`, keeping the order of the other entries.
     pub fn remove(&mut self, key: &str) -> Option<Json> {
         let pos = self.entries.iter().position(|(k, _)| *k == *key)?;
         Some(self.entries.remove(pos).1)
@@ -254,18 +348,97 @@ impl JsObject {
         self.entries.iter().map(|(k, _)| k)
     }
 
+    /// The entries in insertion order.
+    pub fn entries(&self) -> &[(JsStr, Json)] {
+        &self.entries
+    }
+
     pub fn into_entries(self) -> Vec<(JsStr, Json)> {
         self.entries
     }
 }
 
 impl FromIterator<(JsStr, Json)> for JsObject {
+    /// Later duplicates overwrite the value and keep the first position.
     fn from_iter<I: IntoIterator<Item = (JsStr, Json)>>(iter: I) -> Self {
-        let mut o = JsObject::new();
+        let mut b = ObjectBuilder::default();
         for (k, v) in iter {
-            o.insert(k, v);
+            b.insert(k, v);
         }
-        o
+        b.finish()
+    }
+}
+
+/// Builds an object with JavaScript's duplicate-key rule (first position, last value)
+/// in linear time: small objects scan, larger ones keep a hash index.
+#[derive(Default)]
+pub(crate) struct ObjectBuilder {
+    entries: Vec<(JsStr, Json)>,
+    index: Option<Box<KeyIndex>>,
+}
+
+/// Hash of a key → first entry with that hash; `next` chains entries with equal hashes.
+struct KeyIndex {
+    state: std::collections::hash_map::RandomState,
+    heads: std::collections::HashMap<u64, usize>,
+    next: Vec<usize>,
+}
+
+const NO_ENTRY: usize = usize::MAX;
+const INDEX_THRESHOLD: usize = 12;
+
+impl KeyIndex {
+    fn hash(&self, key: &JsStr) -> u64 {
+        use std::hash::BuildHasher;
+        self.state.hash_one(key.as_wtf8())
+    }
+
+    fn add(&mut self, h: u64, pos: usize) {
+        let prev = self.heads.insert(h, pos).unwrap_or(NO_ENTRY);
+        debug_assert_eq!(self.next.len(), pos);
+        self.next.push(prev);
+    }
+}
+
+impl ObjectBuilder {
+    pub(crate) fn insert(&mut self, key: JsStr, value: Json) {
+        if let Some(index) = self.index.as_deref_mut() {
+            let h = index.hash(&key);
+            let mut i = index.heads.get(&h).copied().unwrap_or(NO_ENTRY);
+            while i != NO_ENTRY {
+                if self.entries[i].0 == key {
+                    self.entries[i].1 = value;
+                    return;
+                }
+                i = index.next[i];
+            }
+            index.add(h, self.entries.len());
+            self.entries.push((key, value));
+            return;
+        }
+        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| *k == key) {
+            slot.1 = value;
+            return;
+        }
+        self.entries.push((key, value));
+        if self.entries.len() >= INDEX_THRESHOLD {
+            let mut index = KeyIndex {
+                state: Default::default(),
+                heads: std::collections::HashMap::with_capacity(self.entries.len() * 2),
+                next: Vec::with_capacity(self.entries.len() * 2),
+            };
+            for (pos, (k, _)) in self.entries.iter().enumerate() {
+                let h = index.hash(k);
+                index.add(h, pos);
+            }
+            self.index = Some(Box::new(index));
+        }
+    }
+
+    pub(crate) fn finish(self) -> JsObject {
+        JsObject {
+            entries: self.entries,
+        }
     }
 }
 
@@ -273,6 +446,13 @@ impl Json {
     pub fn as_object(&self) -> Option<&JsObject> {
         match self {
             Json::Object(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    pub fn as_array(&self) -> Option<&[Json]> {
+        match self {
+            Json::Array(a) => Some(a),
             _ => None,
         }
     }
@@ -303,14 +483,408 @@ impl Json {
         }
     }
 
-    /// Converts to a `serde_json::Value` for reports (lone surrogates become U+FFFD,
-    /// non-finite numbers become null). Not for hashing or canonical bytes.
-    pub fn to_serde(&self) -> serde_json::Value {
-        todo!("implemented by the json module")
+    pub fn is_null(&self) -> bool {
+        matches!(self, Json::Null)
     }
 
-    /// Converts from a `serde_json::Value` (test vectors, reports).
-    pub fn from_serde(_v: &serde_json::Value) -> Json {
-        todo!("implemented by the json module")
+    /// Moves the value out, leaving `Json::Null`.
+    pub fn take(&mut self) -> Json {
+        std::mem::take(self)
+    }
+
+    /// The array's elements, or `Err(self)` when this is not an array.
+    pub fn into_array(mut self) -> Result<Vec<Json>, Json> {
+        match &mut self {
+            Json::Array(a) => Ok(std::mem::take(a)),
+            _ => Err(self),
+        }
+    }
+
+    /// The object, or `Err(self)` when this is not an object.
+    pub fn into_object(mut self) -> Result<JsObject, Json> {
+        match &mut self {
+            Json::Object(o) => Ok(std::mem::take(o)),
+            _ => Err(self),
+        }
+    }
+
+    /// The string, or `Err(self)` when this is not a string.
+    pub fn into_js_string(mut self) -> Result<JsStr, Json> {
+        match &mut self {
+            Json::String(s) => Ok(std::mem::take(s)),
+            _ => Err(self),
+        }
+    }
+
+    /// True for an array or object that has at least one element.
+    fn has_children(&self) -> bool {
+        match self {
+            Json::Array(a) => !a.is_empty(),
+            Json::Object(o) => !o.entries.is_empty(),
+            _ => false,
+        }
+    }
+
+    /// Converts to a `serde_json::Value` for reports (lone surrogates become U+FFFD,
+    /// non-finite numbers become null). Not for hashing or canonical bytes.
+    ///
+    /// Built without recursion; note that dropping a very deep `serde_json::Value`
+    /// recurses inside `serde_json`.
+    pub fn to_serde(&self) -> serde_json::Value {
+        use serde_json::Value;
+        fn leaf(v: &Json) -> Value {
+            match v {
+                Json::Null => Value::Null,
+                Json::Bool(b) => Value::Bool(*b),
+                Json::Number(n) => number_to_serde(*n),
+                Json::String(s) => Value::String(s.to_string_lossy()),
+                Json::Array(_) | Json::Object(_) => unreachable!("containers are opened"),
+            }
+        }
+        enum Frame<'a> {
+            Arr(std::slice::Iter<'a, Json>, Vec<Value>),
+            Obj(
+                std::slice::Iter<'a, (JsStr, Json)>,
+                serde_json::Map<String, Value>,
+                String,
+            ),
+        }
+        fn open(v: &Json) -> Result<Frame<'_>, Value> {
+            match v {
+                Json::Array(a) => Ok(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
+                Json::Object(o) => Ok(Frame::Obj(
+                    o.entries.iter(),
+                    serde_json::Map::new(),
+                    String::new(),
+                )),
+                other => Err(leaf(other)),
+            }
+        }
+        let mut stack = match open(self) {
+            Ok(f) => vec![f],
+            Err(v) => return v,
+        };
+        loop {
+            let top = stack.last_mut().expect("stack is not empty here");
+            let next = match top {
+                Frame::Arr(it, _) => it.next(),
+                Frame::Obj(it, _, key) => it.next().map(|(k, v)| {
+                    *key = k.to_string_lossy();
+                    v
+                }),
+            };
+            let done = match next {
+                Some(child) => match open(child) {
+                    Ok(f) => {
+                        stack.push(f);
+                        continue;
+                    }
+                    Err(v) => v,
+                },
+                None => match stack.pop() {
+                    Some(Frame::Arr(_, out)) => Value::Array(out),
+                    Some(Frame::Obj(_, out, _)) => Value::Object(out),
+                    None => unreachable!("stack is not empty here"),
+                },
+            };
+            match stack.last_mut() {
+                None => return done,
+                Some(Frame::Arr(_, out)) => out.push(done),
+                Some(Frame::Obj(_, out, key)) => {
+                    out.insert(std::mem::take(key), done);
+                }
+            }
+        }
+    }
+
+    /// Converts from a `serde_json::Value` (test vectors, reports). Built without
+    /// recursion.
+    pub fn from_serde(v: &serde_json::Value) -> Json {
+        use serde_json::Value;
+        enum Frame<'a> {
+            Arr(std::slice::Iter<'a, Value>, Vec<Json>),
+            Obj(serde_json::map::Iter<'a>, ObjectBuilder, JsStr),
+        }
+        fn open(v: &Value) -> Result<Frame<'_>, Json> {
+            match v {
+                Value::Null => Err(Json::Null),
+                Value::Bool(b) => Err(Json::Bool(*b)),
+                Value::Number(n) => Err(Json::Number(n.as_f64().unwrap_or(f64::NAN))),
+                Value::String(s) => Err(Json::String(JsStr::new(s))),
+                Value::Array(a) => Ok(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
+                Value::Object(o) => Ok(Frame::Obj(
+                    o.iter(),
+                    ObjectBuilder::default(),
+                    JsStr::default(),
+                )),
+            }
+        }
+        let mut stack = match open(v) {
+            Ok(f) => vec![f],
+            Err(v) => return v,
+        };
+        loop {
+            let top = stack.last_mut().expect("stack is not empty here");
+            let next = match top {
+                Frame::Arr(it, _) => it.next(),
+                Frame::Obj(it, _, key) => it.next().map(|(k, v)| {
+                    *key = JsStr::new(k);
+                    v
+                }),
+            };
+            let done = match next {
+                Some(child) => match open(child) {
+                    Ok(f) => {
+                        stack.push(f);
+                        continue;
+                    }
+                    Err(v) => v,
+                },
+                None => match stack.pop() {
+                    Some(Frame::Arr(_, out)) => Json::Array(out),
+                    Some(Frame::Obj(_, out, _)) => Json::Object(out.finish()),
+                    None => unreachable!("stack is not empty here"),
+                },
+            };
+            match stack.last_mut() {
+                None => return done,
+                Some(Frame::Arr(_, out)) => out.push(done),
+                Some(Frame::Obj(_, out, key)) => out.insert(std::mem::take(key), done),
+            }
+        }
+    }
+}
+
+fn number_to_serde(n: f64) -> serde_json::Value {
+    const SAFE: f64 = 9_007_199_254_740_992.0;
+    if n.is_finite() && n.fract() == 0.0 && n.abs() <= SAFE && !(n == 0.0 && n.is_sign_negative()) {
+        serde_json::Value::from(n as i64)
+    } else {
+        serde_json::Number::from_f64(n).map_or(serde_json::Value::Null, serde_json::Value::Number)
+    }
+}
+
+impl Drop for Json {
+    /// Frees nested containers from a heap stack instead of recursing.
+    fn drop(&mut self) {
+        let nested = match self {
+            Json::Array(a) => a.iter().any(Json::has_children),
+            Json::Object(o) => o.entries.iter().any(|(_, v)| v.has_children()),
+            _ => false,
+        };
+        if !nested {
+            // Children are scalars or empty containers: the default drop is shallow.
+            return;
+        }
+        let mut stack: Vec<Json> = Vec::new();
+        move_nested_children(self, &mut stack);
+        while let Some(mut node) = stack.pop() {
+            move_nested_children(&mut node, &mut stack);
+            // `node` now holds no child with children of its own: dropping it is shallow.
+        }
+    }
+}
+
+/// Moves the children of `v` that themselves have children onto `stack`.
+fn move_nested_children(v: &mut Json, stack: &mut Vec<Json>) {
+    match v {
+        Json::Array(a) if a.iter().any(Json::has_children) => {
+            stack.extend(std::mem::take(a).into_iter().filter(Json::has_children));
+        }
+        Json::Object(o) if o.entries.iter().any(|(_, c)| c.has_children()) => {
+            let children = std::mem::take(&mut o.entries).into_iter().map(|(_, c)| c);
+            stack.extend(children.filter(Json::has_children));
+        }
+        _ => {}
+    }
+}
+
+impl Clone for Json {
+    fn clone(&self) -> Json {
+        enum Frame<'a> {
+            Arr(std::slice::Iter<'a, Json>, Vec<Json>),
+            Obj(
+                std::slice::Iter<'a, (JsStr, Json)>,
+                Vec<(JsStr, Json)>,
+                Option<&'a JsStr>,
+            ),
+        }
+        fn open(v: &Json) -> Result<Frame<'_>, Json> {
+            match v {
+                Json::Null => Err(Json::Null),
+                Json::Bool(b) => Err(Json::Bool(*b)),
+                Json::Number(n) => Err(Json::Number(*n)),
+                Json::String(s) => Err(Json::String(s.clone())),
+                Json::Array(a) => Ok(Frame::Arr(a.iter(), Vec::with_capacity(a.len()))),
+                Json::Object(o) => Ok(Frame::Obj(
+                    o.entries.iter(),
+                    Vec::with_capacity(o.entries.len()),
+                    None,
+                )),
+            }
+        }
+        let mut stack = match open(self) {
+            Ok(f) => vec![f],
+            Err(v) => return v,
+        };
+        loop {
+            let top = stack.last_mut().expect("stack is not empty here");
+            let next = match top {
+                Frame::Arr(it, _) => it.next(),
+                Frame::Obj(it, _, key) => it.next().map(|(k, v)| {
+                    *key = Some(k);
+                    v
+                }),
+            };
+            let done = match next {
+                Some(child) => match open(child) {
+                    Ok(f) => {
+                        stack.push(f);
+                        continue;
+                    }
+                    Err(v) => v,
+                },
+                None => match stack.pop() {
+                    Some(Frame::Arr(_, out)) => Json::Array(out),
+                    Some(Frame::Obj(_, out, _)) => Json::Object(JsObject { entries: out }),
+                    None => unreachable!("stack is not empty here"),
+                },
+            };
+            match stack.last_mut() {
+                None => return done,
+                Some(Frame::Arr(_, out)) => out.push(done),
+                Some(Frame::Obj(_, out, key)) => {
+                    out.push((key.expect("key set with its value").clone(), done))
+                }
+            }
+        }
+    }
+}
+
+impl PartialEq for Json {
+    fn eq(&self, other: &Json) -> bool {
+        let mut stack: Vec<(&Json, &Json)> = Vec::new();
+        let mut pair = (self, other);
+        loop {
+            match pair {
+                (Json::Null, Json::Null) => {}
+                (Json::Bool(a), Json::Bool(b)) if a == b => {}
+                (Json::Number(a), Json::Number(b)) if a == b => {}
+                (Json::String(a), Json::String(b)) if a == b => {}
+                (Json::Array(a), Json::Array(b)) if a.len() == b.len() => {
+                    stack.extend(a.iter().zip(b.iter()));
+                }
+                (Json::Object(a), Json::Object(b)) if a.entries.len() == b.entries.len() => {
+                    for ((ka, va), (kb, vb)) in a.entries.iter().zip(b.entries.iter()) {
+                        if ka != kb {
+                            return false;
+                        }
+                        stack.push((va, vb));
+                    }
+                }
+                _ => return false,
+            }
+            match stack.pop() {
+                Some(p) => pair = p,
+                None => return true,
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Json {
+    /// JSON-like text in insertion order; non-finite numbers as `NaN` / `Infinity`,
+    /// negative zero as `-0`. Written without recursion.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        debug_write(f, self)
+    }
+}
+
+impl fmt::Debug for JsObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Same text as the object inside a `Json`, without cloning it into one.
+        f.write_str("{")?;
+        for (i, (k, v)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            let mut key = String::new();
+            write_js_string(&mut key, k);
+            f.write_str(&key)?;
+            f.write_str(":")?;
+            debug_write(f, v)?;
+        }
+        f.write_str("}")
+    }
+}
+
+fn debug_write(f: &mut fmt::Formatter<'_>, root: &Json) -> fmt::Result {
+    enum Frame<'a> {
+        Arr(std::slice::Iter<'a, Json>, bool),
+        Obj(std::slice::Iter<'a, (JsStr, Json)>, bool),
+    }
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut buf = String::new();
+    let mut current = Some(root);
+    loop {
+        if let Some(v) = current.take() {
+            match v {
+                Json::Null => f.write_str("null")?,
+                Json::Bool(b) => f.write_str(if *b { "true" } else { "false" })?,
+                Json::Number(n) => {
+                    if *n == 0.0 && n.is_sign_negative() {
+                        f.write_str("-0")?
+                    } else {
+                        f.write_str(&js_number_to_string(*n))?
+                    }
+                }
+                Json::String(s) => {
+                    buf.clear();
+                    write_js_string(&mut buf, s);
+                    f.write_str(&buf)?;
+                }
+                Json::Array(a) => {
+                    f.write_str("[")?;
+                    stack.push(Frame::Arr(a.iter(), true));
+                }
+                Json::Object(o) => {
+                    f.write_str("{")?;
+                    stack.push(Frame::Obj(o.entries.iter(), true));
+                }
+            }
+        }
+        let Some(top) = stack.last_mut() else {
+            return Ok(());
+        };
+        match top {
+            Frame::Arr(it, first) => match it.next() {
+                Some(v) => {
+                    if !std::mem::take(first) {
+                        f.write_str(",")?;
+                    }
+                    current = Some(v);
+                }
+                None => {
+                    f.write_str("]")?;
+                    stack.pop();
+                }
+            },
+            Frame::Obj(it, first) => match it.next() {
+                Some((k, v)) => {
+                    if !std::mem::take(first) {
+                        f.write_str(",")?;
+                    }
+                    buf.clear();
+                    write_js_string(&mut buf, k);
+                    f.write_str(&buf)?;
+                    f.write_str(":")?;
+                    current = Some(v);
+                }
+                None => {
+                    f.write_str("}")?;
+                    stack.pop();
+                }
+            },
+        }
     }
 }
