@@ -1,0 +1,215 @@
+//! Conformance: `tests/vectors/scanner.jsonl` (Maka's `scanToolLedger` output, and the
+//! `runtime_events` rows Maka's store writes for the same events).
+//!
+//! Every line is checked; the test reports every failing line by name.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use wsledger::event::{
+    decode_event_text, event_kind, row_identity_matches, RowIdentity, RuntimeEvent,
+};
+use wsledger::json::JsStr;
+use wsledger::ledger::scanner::{scan_tool_ledger, ScanOptions, ToolLedgerScan, ToolLedgerScanner};
+
+const VECTORS: &str = include_str!("vectors/scanner.jsonl");
+
+/// `(code, eventId, operationId, toolCallId)`, absent keys as `None`.
+type IssueKey = (String, String, Option<String>, Option<String>);
+
+fn str_field(v: &Value, key: &str) -> Result<String, String> {
+    v.get(key)
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no string `{key}`"))
+}
+
+fn expected_issues(maka: &Value) -> Result<Vec<IssueKey>, String> {
+    let list = maka["issues"]
+        .as_array()
+        .ok_or("maka.issues is not an array")?;
+    list.iter()
+        .map(|i| {
+            let opt = |k: &str| match i.get(k) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(other) => Err(format!("issue `{k}` is {other}")),
+            };
+            Ok((
+                str_field(i, "code")?,
+                str_field(i, "eventId")?,
+                opt("operationId")?,
+                opt("toolCallId")?,
+            ))
+        })
+        .collect()
+}
+
+fn lossless(s: &JsStr) -> Result<String, String> {
+    s.as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("ill-formed string {s:?}"))
+}
+
+fn actual_issues(scan: &ToolLedgerScan) -> Result<Vec<IssueKey>, String> {
+    scan.issues
+        .iter()
+        .map(|i| {
+            Ok((
+                i.code.as_str().to_owned(),
+                lossless(&i.event_id)?,
+                i.operation_id.as_ref().map(lossless).transpose()?,
+                i.tool_call_id.as_ref().map(lossless).transpose()?,
+            ))
+        })
+        .collect()
+}
+
+/// Compares a scan with Maka's result, and checks that each issue is attributed to the
+/// session and run of an event carrying the id it names.
+fn compare(scan: &ToolLedgerScan, events: &[RuntimeEvent], maka: &Value) -> Result<(), String> {
+    let expected = expected_issues(maka)?;
+    let actual = actual_issues(scan)?;
+    if actual != expected {
+        return Err(format!(
+            "issues differ:\n  expected {expected:?}\n  actual   {actual:?}"
+        ));
+    }
+    let operations = maka["operations"]
+        .as_u64()
+        .ok_or("maka.operations is not a count")?;
+    if scan.operations.len() as u64 != operations {
+        return Err(format!(
+            "{} operations, Maka built {operations}",
+            scan.operations.len()
+        ));
+    }
+    for issue in &scan.issues {
+        let attributed = events.iter().any(|e| {
+            e.id == issue.event_id && e.session_id == issue.session_id && e.run_id == issue.run_id
+        });
+        if !attributed {
+            return Err(format!(
+                "issue {issue:?} is attributed to no event with that id"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn decode_value(v: &Value) -> Result<RuntimeEvent, String> {
+    let text = serde_json::to_string(v).map_err(|e| e.to_string())?;
+    decode_event_text(&text).map_err(|e| format!("event does not decode: {e}"))
+}
+
+fn scan_with(options: ScanOptions, events: &[RuntimeEvent]) -> Result<ToolLedgerScan, String> {
+    let mut scanner = ToolLedgerScanner::new(options);
+    for e in events {
+        scanner.push(e).map_err(|e| e.to_string())?;
+    }
+    Ok(scanner.finish())
+}
+
+fn check_rows(rows: &[Value], events: &[RuntimeEvent], maka: &Value) -> Result<(), String> {
+    if rows.len() != events.len() {
+        return Err(format!("{} rows for {} events", rows.len(), events.len()));
+    }
+    // event_seq: 1.. per invocation, in write (= list) order.
+    let mut per_invocation: HashMap<&JsStr, u64> = HashMap::new();
+    let mut expected_seq: HashMap<&JsStr, u64> = HashMap::new();
+    for e in events {
+        let n = per_invocation.entry(&e.invocation_id).or_insert(0);
+        *n += 1;
+        expected_seq.insert(&e.id, *n);
+    }
+    let mut decoded = Vec::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        let identity = RowIdentity {
+            event_id: str_field(row, "event_id")?,
+            session_id: str_field(row, "session_id")?,
+            invocation_id: str_field(row, "invocation_id")?,
+            run_id: str_field(row, "run_id")?,
+            turn_id: str_field(row, "turn_id")?,
+        };
+        let payload = str_field(row, "payload_json")?;
+        let event = decode_event_text(&payload)
+            .map_err(|e| format!("row {} does not decode: {e}", identity.event_id))?;
+        if !row_identity_matches(&event, &identity) {
+            return Err(format!(
+                "row {} identity does not match its payload",
+                identity.event_id
+            ));
+        }
+        if event != events[i] {
+            return Err(format!(
+                "row {i} decodes to another event than list entry {i}"
+            ));
+        }
+        let kind = str_field(row, "event_kind")?;
+        if event_kind(&event) != kind {
+            return Err(format!(
+                "row {}: event_kind {} derived, {kind} stored",
+                identity.event_id,
+                event_kind(&event)
+            ));
+        }
+        let seq = row["event_seq"]
+            .as_u64()
+            .ok_or("event_seq is not a count")?;
+        if expected_seq.get(&event.id) != Some(&seq) {
+            return Err(format!(
+                "row {}: event_seq {seq} stored, {:?} derived",
+                identity.event_id,
+                expected_seq.get(&event.id)
+            ));
+        }
+        decoded.push(event);
+    }
+    // Rows are in store order with unique ids: the bounded-memory mode must agree.
+    let scan = scan_with(ScanOptions::store_rows(), &decoded)?;
+    compare(&scan, &decoded, maka).map_err(|e| format!("rows, store-order scan: {e}"))
+}
+
+fn check_line(v: &Value) -> Result<(), String> {
+    let maka = &v["maka"];
+    let events: Vec<RuntimeEvent> = v["events"]
+        .as_array()
+        .ok_or("events is not an array")?
+        .iter()
+        .map(decode_value)
+        .collect::<Result<_, _>>()?;
+    let scan = scan_tool_ledger(&events);
+    compare(&scan, &events, maka).map_err(|e| format!("events: {e}"))?;
+    match &v["rows"] {
+        Value::Array(rows) => check_rows(rows, &events, maka),
+        Value::Null => {
+            let reason = str_field(v, "rows_absent")?;
+            if reason != "duplicate_event_id" && reason != "not_a_store_order" {
+                return Err(format!("unknown rows_absent {reason}"));
+            }
+            Ok(())
+        }
+        other => Err(format!("rows is {other}")),
+    }
+}
+
+#[test]
+fn scanner_vectors() {
+    let mut failures = Vec::new();
+    let mut lines = 0;
+    for line in VECTORS.lines() {
+        lines += 1;
+        let v: Value = serde_json::from_str(line).expect("vector line is JSON");
+        let name = v["name"].as_str().unwrap_or("<unnamed>").to_owned();
+        if let Err(e) = check_line(&v) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    assert_eq!(lines, 99, "scanner.jsonl has 99 lines");
+    assert!(
+        failures.is_empty(),
+        "{} of {lines} lines fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
