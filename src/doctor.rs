@@ -23,7 +23,9 @@ pub fn scan_workspace(
     let schema = ws.schema_facts()?;
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
     if !has("runtime_events") {
-        return Err(DbError::NotAWorkspace { path: ws.path().to_path_buf() });
+        return Err(DbError::NotAWorkspace {
+            path: ws.path().to_path_buf(),
+        });
     }
     let total = ws.event_count()?;
     let mut walker = Walker::new();
@@ -31,20 +33,48 @@ pub fn scan_workspace(
     ws.for_each_event(|row| {
         walker.push_row(row);
         n += 1;
-        if n % 4096 == 0 {
+        if n.is_multiple_of(4096) {
             progress(n, total);
         }
     })?;
     progress(n, total);
     let has_ordinals = has("runtime_session_event_ordinals");
     let tables = Tables {
-        headers: if has("core_agent_runs") { Some(ws.run_headers()?) } else { None },
-        operations: if has("tool_operations") { Some(ws.tool_operations()?) } else { None },
-        journal: if has("tool_journal_events") { Some(ws.tool_journal()?) } else { None },
-        sessions: if has("session_metadata") { Some(ws.sessions()?) } else { None },
-        events_without_ordinal: if has_ordinals { ws.events_without_ordinal()? } else { Vec::new() },
-        ordinal_gaps: if has_ordinals { ws.ordinal_gaps()? } else { Vec::new() },
-        integrity: if opts.integrity { Some(ws.quick_check()?) } else { None },
+        headers: if has("core_agent_runs") {
+            Some(ws.run_headers()?)
+        } else {
+            None
+        },
+        operations: if has("tool_operations") {
+            Some(ws.tool_operations()?)
+        } else {
+            None
+        },
+        journal: if has("tool_journal_events") {
+            Some(ws.tool_journal()?)
+        } else {
+            None
+        },
+        sessions: if has("session_metadata") {
+            Some(ws.sessions()?)
+        } else {
+            None
+        },
+        events_without_ordinal: if has_ordinals {
+            ws.events_without_ordinal()?
+        } else {
+            Vec::new()
+        },
+        ordinal_gaps: if has_ordinals {
+            ws.ordinal_gaps()?
+        } else {
+            Vec::new()
+        },
+        integrity: if opts.integrity {
+            Some(ws.quick_check()?)
+        } else {
+            None
+        },
         schema,
     };
     Ok(walker.finish(tables))

@@ -296,7 +296,9 @@ pub fn explain_text(info: &CodeInfo) -> String {
         action = info.action,
     );
     if is_scanner_code(info.code) {
-        out.push_str(&format!("\nMaka's tool-ledger scanner code.\n  {GATE}\n  {QUARANTINE}\n"));
+        out.push_str(&format!(
+            "\nMaka's tool-ledger scanner code.\n  {GATE}\n  {QUARANTINE}\n"
+        ));
     }
     out
 }

@@ -3,46 +3,15 @@
 
 use serde_json::{Map, Value};
 
-/// Header status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum HeaderStatus {
-    Created,
-    Running,
-    WaitingForUser,
-    Completed,
-    Failed,
-    Cancelled,
-}
+/// Header status (Maka's six AgentRun statuses).
+pub use crate::ledger::terminal::RunStatus as HeaderStatus;
 
-impl HeaderStatus {
-    pub fn parse(s: &str) -> Option<HeaderStatus> {
-        Some(match s {
-            "created" => HeaderStatus::Created,
-            "running" => HeaderStatus::Running,
-            // Maka folds this legacy spelling on read.
-            "waiting_for_user" | "waiting_permission" => HeaderStatus::WaitingForUser,
-            "completed" => HeaderStatus::Completed,
-            "failed" => HeaderStatus::Failed,
-            "cancelled" => HeaderStatus::Cancelled,
-            _ => return None,
-        })
+/// Parses a stored status, folding the legacy `waiting_permission` as Maka does on read.
+pub fn parse_status(s: &str) -> Option<HeaderStatus> {
+    if s == "waiting_permission" {
+        return Some(HeaderStatus::WaitingForUser);
     }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HeaderStatus::Created => "created",
-            HeaderStatus::Running => "running",
-            HeaderStatus::WaitingForUser => "waiting_for_user",
-            HeaderStatus::Completed => "completed",
-            HeaderStatus::Failed => "failed",
-            HeaderStatus::Cancelled => "cancelled",
-        }
-    }
-
-    /// completed, failed or cancelled.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, HeaderStatus::Completed | HeaderStatus::Failed | HeaderStatus::Cancelled)
-    }
+    HeaderStatus::from_maka(s)
 }
 
 /// A decoded run header: the fields the doctor reads, plus the whole object (in its
@@ -147,11 +116,16 @@ fn enum_ok(v: Option<&Value>, allowed: &[&str]) -> bool {
 pub fn is_safe_id(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 128
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Decodes `record_json` of the row `(session_id, run_id)`.
-pub fn decode_header(record_json: &str, session_id: &str, run_id: &str) -> Result<RunHeader, String> {
+pub fn decode_header(
+    record_json: &str,
+    session_id: &str,
+    run_id: &str,
+) -> Result<RunHeader, String> {
     let value: Value =
         serde_json::from_str(record_json).map_err(|e| format!("record is not JSON: {e}"))?;
     let Value::Object(mut record) = value else {
@@ -175,7 +149,14 @@ pub fn decode_header(record_json: &str, session_id: &str, run_id: &str) -> Resul
     }
     let s = |k: &str| record.get(k).and_then(Value::as_str).map(str::to_owned);
     let num = |k: &str| record.get(k).and_then(Value::as_f64);
-    for key in ["runId", "sessionId", "turnId", "llmConnectionSlug", "modelId", "cwd"] {
+    for key in [
+        "runId",
+        "sessionId",
+        "turnId",
+        "llmConnectionSlug",
+        "modelId",
+        "cwd",
+    ] {
         if s(key).is_none() {
             return Err(format!("`{key}` is not a string"));
         }
@@ -186,19 +167,25 @@ pub fn decode_header(record_json: &str, session_id: &str, run_id: &str) -> Resul
         }
     }
     let status = s("status")
-        .and_then(|v| HeaderStatus::parse(&v))
+        .and_then(|v| parse_status(&v))
         .ok_or_else(|| "`status` is not a run status".to_owned())?;
     if !enum_ok(record.get("backendKind"), &["ai-sdk", "fake"]) {
         return Err("`backendKind` is not a backend kind".into());
     }
-    if !enum_ok(record.get("permissionMode"), &["explore", "ask", "bypass", "execute"]) {
+    if !enum_ok(
+        record.get("permissionMode"),
+        &["explore", "ask", "bypass", "execute"],
+    ) {
         return Err("`permissionMode` is not a permission mode".into());
     }
     let enums: [(&str, &[&str]); 6] = [
         ("collaborationMode", &["agent", "plan"]),
         ("orchestrationMode", &["default", "swarm", "graph"]),
         ("orchestrationSource", &["session", "turn_override"]),
-        ("agentSwarmAuthorization", &["none", "session_mode", "turn_override"]),
+        (
+            "agentSwarmAuthorization",
+            &["none", "session_mode", "turn_override"],
+        ),
         ("rootExecutionKind", &["context_compact"]),
         ("toolMode", &["direct", "code_mode"]),
     ];
@@ -207,9 +194,16 @@ pub fn decode_header(record_json: &str, session_id: &str, run_id: &str) -> Resul
             return Err(format!("`{key}` has an unknown value"));
         }
     }
-    let origins = ["scheduledTaskId", "legacyAutomationId", "goalId", "agentGraphWakeId"];
+    let origins = [
+        "scheduledTaskId",
+        "legacyAutomationId",
+        "goalId",
+        "agentGraphWakeId",
+    ];
     if origins.iter().filter(|k| record.contains_key(**k)).count() > 1 {
-        return Err("more than one of scheduledTaskId, legacyAutomationId, goalId, agentGraphWakeId".into());
+        return Err(
+            "more than one of scheduledTaskId, legacyAutomationId, goalId, agentGraphWakeId".into(),
+        );
     }
     let created_at = num("createdAt").ok_or("`createdAt` is not a number")?;
     let updated_at = num("updatedAt").ok_or("`updatedAt` is not a number")?;

@@ -8,13 +8,13 @@
 //! - `report`: renders values; `cli`: parses arguments and orchestrates.
 
 pub mod args_hash;
+pub mod cli;
+pub mod db;
+pub mod doctor;
 pub mod event;
 pub mod findings;
 pub mod header;
 pub mod json;
-pub mod cli;
-pub mod db;
-pub mod doctor;
 pub mod ledger;
 pub mod report;
 pub mod scan;

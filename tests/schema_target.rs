@@ -12,16 +12,26 @@ const TARGET: &str = "src/db/target_schema.txt";
 fn target_schema_is_the_one_maka_created() {
     let ws = Workspace::open_read_only(Path::new("fixtures/healthy/runtime.sqlite")).unwrap();
     let facts = ws.schema_facts().unwrap();
-    let mut lines: Vec<String> =
-        facts.objects.iter().map(|o| format!("{}\t{}", o.key, o.signature)).collect();
+    let mut lines: Vec<String> = facts
+        .objects
+        .iter()
+        .map(|o| format!("{}\t{}", o.key, o.signature))
+        .collect();
     lines.sort();
     let text = lines.join("\n") + "\n";
     if std::env::var_os("WSLEDGER_BLESS").is_some() {
         std::fs::write(TARGET, &text).unwrap();
     }
-    assert_eq!(lines.len(), 117, "Maka's target has 68 tables, 46 indexes and 3 triggers");
+    assert_eq!(
+        lines.len(),
+        117,
+        "Maka's target has 68 tables, 46 indexes and 3 triggers"
+    );
     let embedded = std::fs::read_to_string(TARGET).unwrap();
-    assert!(embedded == text, "{TARGET} is stale: run `WSLEDGER_BLESS=1 cargo test --test schema_target`");
+    assert!(
+        embedded == text,
+        "{TARGET} is stale: run `WSLEDGER_BLESS=1 cargo test --test schema_target`"
+    );
 }
 
 #[test]

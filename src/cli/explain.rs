@@ -21,7 +21,14 @@ pub fn run(args: &ExplainArgs, printer: &mut Printer) -> Result<ExitStatus, CliE
     let io = |e: std::io::Error| CliError::new(format!("writing output: {e}"), "");
     if args.list {
         for c in CODES {
-            writeln!(printer.out(), "{:<36} {:<8} {}", c.code, c.severity.as_str(), c.title).map_err(io)?;
+            writeln!(
+                printer.out(),
+                "{:<36} {:<8} {}",
+                c.code,
+                c.severity.as_str(),
+                c.title
+            )
+            .map_err(io)?;
         }
         return Ok(ExitStatus::Success);
     }
@@ -37,5 +44,3 @@ pub fn run(args: &ExplainArgs, printer: &mut Printer) -> Result<ExitStatus, CliE
         )),
     }
 }
-
-use std::io::Write as _;

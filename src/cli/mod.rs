@@ -32,13 +32,19 @@ pub struct CliError {
 
 impl CliError {
     pub fn new(message: impl Into<String>, hint: impl Into<String>) -> CliError {
-        CliError { message: message.into(), hint: hint.into() }
+        CliError {
+            message: message.into(),
+            hint: hint.into(),
+        }
     }
 }
 
 impl From<crate::db::DbError> for CliError {
     fn from(e: crate::db::DbError) -> Self {
-        CliError { hint: e.hint(), message: e.to_string() }
+        CliError {
+            hint: e.hint(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -71,7 +77,13 @@ pub struct Cli {
 pub struct GlobalArgs {
     /// Workspace root holding `runtime.sqlite`, or the database file itself
     /// [default: the platform's default Maka workspace]
-    #[arg(long, short = 'w', global = true, env = "WSLEDGER_WORKSPACE", value_name = "PATH")]
+    #[arg(
+        long,
+        short = 'w',
+        global = true,
+        env = "WSLEDGER_WORKSPACE",
+        value_name = "PATH"
+    )]
     pub workspace: Option<PathBuf>,
     /// Output format (`table` for doctor commands and `text` for replay by default)
     #[arg(long, global = true, value_enum)]

@@ -43,7 +43,14 @@ impl Printer {
 
     /// A printer writing into the given sinks (tests).
     pub fn with_writers(out: Box<dyn Write>, err: Box<dyn Write>) -> Printer {
-        Printer { out, err, quiet: false, color: false, progress: false, width: 120 }
+        Printer {
+            out,
+            err,
+            quiet: false,
+            color: false,
+            progress: false,
+            width: 120,
+        }
     }
 
     /// The data stream.
@@ -79,6 +86,9 @@ impl Printer {
     }
 
     pub fn render_opts(&self) -> RenderOpts {
-        RenderOpts { color: self.color, width: self.width }
+        RenderOpts {
+            color: self.color,
+            width: self.width,
+        }
     }
 }

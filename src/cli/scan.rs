@@ -62,7 +62,11 @@ struct Outcome {
     result: Result<(ScanReport, ExitStatus), CliError>,
 }
 
-pub fn run(global: &GlobalArgs, args: &ScanArgs, printer: &mut Printer) -> Result<ExitStatus, CliError> {
+pub fn run(
+    global: &GlobalArgs,
+    args: &ScanArgs,
+    printer: &mut Printer,
+) -> Result<ExitStatus, CliError> {
     let format = match global.format {
         None | Some(FormatArg::Table) | Some(FormatArg::Text) => Format::Table,
         Some(FormatArg::Json) => Format::Json,
@@ -74,15 +78,24 @@ pub fn run(global: &GlobalArgs, args: &ScanArgs, printer: &mut Printer) -> Resul
     } else {
         args.paths.iter().cloned().map(Some).collect()
     };
-    let opts = ScanOptions { integrity: args.integrity };
+    let opts = ScanOptions {
+        integrity: args.integrity,
+    };
     let mut outcomes = Vec::new();
     for input in &inputs {
         let shown = input.as_ref().map_or_else(
-            || workspace::default_workspace().map(|p| p.display().to_string()).unwrap_or_default(),
+            || {
+                workspace::default_workspace()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
+            },
             |p| p.display().to_string(),
         );
         let result = scan_one(input.as_deref(), opts, args, printer);
-        outcomes.push(Outcome { path: shown, result });
+        outcomes.push(Outcome {
+            path: shown,
+            result,
+        });
     }
     if outcomes.len() == 1 {
         let o = outcomes.pop().expect("one outcome");
@@ -105,8 +118,10 @@ fn scan_one(
     let bar = show.then(|| {
         let b = indicatif::ProgressBar::new(0);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} scanning {pos}/{len} events {wide_bar} {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} scanning {pos}/{len} events {wide_bar} {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
         b
@@ -128,32 +143,52 @@ fn scan_one(
     let min: Severity = args.min_severity.into();
     report.findings.retain(|f| f.severity >= min);
     report.recount();
-    Ok((report, if failed { ExitStatus::Findings } else { ExitStatus::Success }))
+    Ok((
+        report,
+        if failed {
+            ExitStatus::Findings
+        } else {
+            ExitStatus::Success
+        },
+    ))
 }
 
 /// Keeps the findings of `--session` / `--run` (the gate stays workspace-wide).
 fn filter(report: &mut ScanReport, args: &ScanArgs) {
     if let Some(s) = &args.session {
-        report.findings.retain(|f| f.session_id.as_deref() == Some(s.as_str()));
+        report
+            .findings
+            .retain(|f| f.session_id.as_deref() == Some(s.as_str()));
         report.supersession.retain(|g| g.session_id == *s);
     }
     if let Some(r) = &args.run {
-        report.findings.retain(|f| f.run_id.as_deref() == Some(r.as_str()));
+        report
+            .findings
+            .retain(|f| f.run_id.as_deref() == Some(r.as_str()));
         report.supersession.retain(|g| g.run_id == *r);
     }
     report.recount();
 }
 
 fn io_err(e: std::io::Error) -> CliError {
-    CliError::new(format!("writing output: {e}"), "check that stdout is writable")
+    CliError::new(
+        format!("writing output: {e}"),
+        "check that stdout is writable",
+    )
 }
 
-fn render_many(outcomes: Vec<Outcome>, format: Format, printer: &mut Printer) -> Result<ExitStatus, CliError> {
+fn render_many(
+    outcomes: Vec<Outcome>,
+    format: Format,
+    printer: &mut Printer,
+) -> Result<ExitStatus, CliError> {
     let mut status = ExitStatus::Success;
     for o in &outcomes {
         match &o.result {
             Err(_) => status = ExitStatus::Error,
-            Ok((_, ExitStatus::Findings)) if status == ExitStatus::Success => status = ExitStatus::Findings,
+            Ok((_, ExitStatus::Findings)) if status == ExitStatus::Success => {
+                status = ExitStatus::Findings
+            }
             _ => {}
         }
     }
@@ -184,8 +219,15 @@ fn render_many(outcomes: Vec<Outcome>, format: Format, printer: &mut Printer) ->
             for o in &outcomes {
                 match &o.result {
                     Ok((report, st)) => {
-                        render_scan(printer.out(), report, &o.path, format, &opts).map_err(io_err)?;
-                        rows.push((o.path.clone(), *st as i32, report.summary.errors, report.summary.warnings, String::new()));
+                        render_scan(printer.out(), report, &o.path, format, &opts)
+                            .map_err(io_err)?;
+                        rows.push((
+                            o.path.clone(),
+                            *st as i32,
+                            report.summary.errors,
+                            report.summary.warnings,
+                            String::new(),
+                        ));
                     }
                     Err(e) => {
                         printer.error(&format!("{}: {}", o.path, e.message), &e.hint);
@@ -195,11 +237,17 @@ fn render_many(outcomes: Vec<Outcome>, format: Format, printer: &mut Printer) ->
             }
             if format == Format::Table {
                 let mut t = comfy_table::Table::new();
-                t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+                t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
                     .set_header(vec!["workspace", "status", "errors", "warnings", "error"]);
                 t.force_no_tty();
                 for (p, st, e, w, msg) in rows {
-                    t.add_row(vec![crate::report::sanitize::sanitize(&p), st.to_string(), e.to_string(), w.to_string(), msg]);
+                    t.add_row(vec![
+                        crate::report::sanitize::sanitize(&p),
+                        st.to_string(),
+                        e.to_string(),
+                        w.to_string(),
+                        msg,
+                    ]);
                 }
                 writeln!(printer.out(), "{t}").map_err(io_err)?;
             }
@@ -207,5 +255,3 @@ fn render_many(outcomes: Vec<Outcome>, format: Format, printer: &mut Printer) ->
     }
     Ok(status)
 }
-
-use std::io::Write as _;

@@ -24,7 +24,10 @@ pub fn database_path(workspace: Option<&Path>) -> Result<PathBuf, CliError> {
     let root = match workspace {
         Some(p) => p.to_path_buf(),
         None => default_workspace().ok_or_else(|| {
-            CliError::new("no --workspace given and no home directory to find Maka's default workspace", "pass `--workspace PATH`")
+            CliError::new(
+                "no --workspace given and no home directory to find Maka's default workspace",
+                "pass `--workspace PATH`",
+            )
         })?,
     };
     Ok(crate::db::resolve_database_path(&root)?)

@@ -29,7 +29,10 @@ pub enum DbError {
     #[error("`{path}` is not a file")]
     NotAFile { path: PathBuf },
     #[error("cannot read `{path}`: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{path}` is not a SQLite database ({detail})")]
     NotADatabase { path: PathBuf, detail: String },
     #[error("`{path}` is not a Maka workspace database: it has no `runtime_events` table")]
@@ -55,7 +58,9 @@ impl DbError {
                     .into()
             }
             DbError::NotAFile { .. } => "name a workspace directory or a database file".into(),
-            DbError::Io { .. } => "check the file's permissions and that the disk is readable".into(),
+            DbError::Io { .. } => {
+                "check the file's permissions and that the disk is readable".into()
+            }
             DbError::NotADatabase { .. } | DbError::NotAWorkspace { .. } => {
                 "point `--workspace` at the `runtime.sqlite` of a Maka workspace".into()
             }
@@ -90,22 +95,32 @@ impl DbError {
 /// Resolves `--workspace`: a directory holding `runtime.sqlite`, or the file itself.
 pub fn resolve_database_path(path: &Path) -> Result<PathBuf, DbError> {
     let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => DbError::NotFound { path: path.to_path_buf() },
-        _ => DbError::Io { path: path.to_path_buf(), source: e },
+        std::io::ErrorKind::NotFound => DbError::NotFound {
+            path: path.to_path_buf(),
+        },
+        _ => DbError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
     })?;
     if meta.is_dir() {
         let db = path.join("runtime.sqlite");
         return match std::fs::metadata(&db) {
             Ok(m) if m.is_file() => Ok(db),
             Ok(_) => Err(DbError::NotAFile { path: db }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err(DbError::NoDatabaseInDir { path: path.to_path_buf() })
-            }
-            Err(e) => Err(DbError::Io { path: db, source: e }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(DbError::NoDatabaseInDir {
+                path: path.to_path_buf(),
+            }),
+            Err(e) => Err(DbError::Io {
+                path: db,
+                source: e,
+            }),
         };
     }
     if !meta.is_file() {
-        return Err(DbError::NotAFile { path: path.to_path_buf() });
+        return Err(DbError::NotAFile {
+            path: path.to_path_buf(),
+        });
     }
     Ok(path.to_path_buf())
 }
@@ -149,11 +164,19 @@ impl Workspace {
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let has_wal = wal.exists();
-        let query = if has_wal { "mode=ro" } else { "mode=ro&immutable=1" };
+        let query = if has_wal {
+            "mode=ro"
+        } else {
+            "mode=ro&immutable=1"
+        };
         let attempt = Connection::open_with_flags(file_uri(db, query), flags)
             .map_err(|e| DbError::from_sqlite(db, &e))
             .and_then(|conn| {
-                let ws = Workspace { conn, path: db.to_path_buf(), _copy_dir: None };
+                let ws = Workspace {
+                    conn,
+                    path: db.to_path_buf(),
+                    _copy_dir: None,
+                };
                 ws.prepare_read()?;
                 Ok(ws)
             });
@@ -173,10 +196,15 @@ impl Workspace {
     }
 
     fn open_private_copy(db: &Path) -> Result<Workspace, DbError> {
-        let dir = tempfile::tempdir()
-            .map_err(|e| DbError::Io { path: db.to_path_buf(), source: e })?;
+        let dir = tempfile::tempdir().map_err(|e| DbError::Io {
+            path: db.to_path_buf(),
+            source: e,
+        })?;
         let copy = dir.path().join("runtime.sqlite");
-        let io = |e| DbError::Io { path: db.to_path_buf(), source: e };
+        let io = |e| DbError::Io {
+            path: db.to_path_buf(),
+            source: e,
+        };
         std::fs::copy(db, &copy).map_err(io)?;
         std::fs::copy(wal_path(db), wal_path(&copy)).map_err(io)?;
         let conn = Connection::open_with_flags(
@@ -184,14 +212,22 @@ impl Workspace {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )
         .map_err(|e| DbError::from_sqlite(db, &e))?;
-        let ws = Workspace { conn, path: db.to_path_buf(), _copy_dir: Some(dir) };
+        let ws = Workspace {
+            conn,
+            path: db.to_path_buf(),
+            _copy_dir: Some(dir),
+        };
         ws.prepare_read()?;
         Ok(ws)
     }
 
     fn prepare_read(&self) -> Result<(), DbError> {
-        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| self.err(&e))?;
-        self.conn.pragma_update(None, "query_only", true).map_err(|e| self.err(&e))?;
+        self.conn
+            .busy_timeout(BUSY_TIMEOUT)
+            .map_err(|e| self.err(&e))?;
+        self.conn
+            .pragma_update(None, "query_only", true)
+            .map_err(|e| self.err(&e))?;
         // Touch the schema now so "not a database" and lock errors surface at open.
         let n: i64 = self
             .conn
@@ -217,21 +253,31 @@ impl Workspace {
 
 fn check_readable(db: &Path) -> Result<(), DbError> {
     use std::io::Read;
-    let mut f = std::fs::File::open(db)
-        .map_err(|e| DbError::Io { path: db.to_path_buf(), source: e })?;
+    let mut f = std::fs::File::open(db).map_err(|e| DbError::Io {
+        path: db.to_path_buf(),
+        source: e,
+    })?;
     let mut header = [0u8; 16];
     let mut got = 0;
     while got < header.len() {
         match f.read(&mut header[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
-            Err(e) => return Err(DbError::Io { path: db.to_path_buf(), source: e }),
+            Err(e) => {
+                return Err(DbError::Io {
+                    path: db.to_path_buf(),
+                    source: e,
+                })
+            }
         }
     }
     if got == 0 {
-        return Err(DbError::NotADatabase { path: db.to_path_buf(), detail: "the file is empty".into() });
+        return Err(DbError::NotADatabase {
+            path: db.to_path_buf(),
+            detail: "the file is empty".into(),
+        });
     }
-    if &header[..got] != &b"SQLite format 3\0"[..got] || got < 16 {
+    if got < 16 || header != *b"SQLite format 3\0" {
         return Err(DbError::NotADatabase {
             path: db.to_path_buf(),
             detail: "it does not start with the SQLite header".into(),

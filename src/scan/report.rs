@@ -110,13 +110,24 @@ impl ScanReport {
 }
 
 pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
-    let Walker { scanner, runs, decode_failures, seq_findings, tool_commits, events, .. } = walker;
+    let Walker {
+        scanner,
+        runs,
+        decode_failures,
+        seq_findings,
+        tool_commits,
+        events,
+        ..
+    } = walker;
     let scan = scanner.finish();
     let mut findings = schema_findings(&tables.schema);
     if let Some(lines) = &tables.integrity {
         if !(lines.len() == 1 && lines[0] == "ok") {
             for line in lines.iter().take(20) {
-                findings.push(Finding::new("sqlite_corrupt", format!("quick_check: {line}")));
+                findings.push(Finding::new(
+                    "sqlite_corrupt",
+                    format!("quick_check: {line}"),
+                ));
             }
         }
     }
@@ -144,13 +155,18 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
     }
     for (s, r, e) in &header_failures {
         findings.push(
-            Finding::new("run_header_undecodable", format!("run header cannot be decoded: {e}"))
-                .session(s)
-                .run(r),
+            Finding::new(
+                "run_header_undecodable",
+                format!("run header cannot be decoded: {e}"),
+            )
+            .session(s)
+            .run(r),
         );
     }
-    let header_failed: BTreeSet<(String, String)> =
-        header_failures.iter().map(|(s, r, _)| (s.clone(), r.clone())).collect();
+    let header_failed: BTreeSet<(String, String)> = header_failures
+        .iter()
+        .map(|(s, r, _)| (s.clone(), r.clone()))
+        .collect();
     let (run_reports, run_findings) = assess_runs(&headers, &header_failed, &runs);
     findings.extend(run_findings);
 
@@ -160,10 +176,13 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
 
     for (event_id, session, run) in &tables.events_without_ordinal {
         findings.push(
-            Finding::new("ordinal_missing", "event has no runtime_session_event_ordinals row")
-                .session(session)
-                .run(run)
-                .event(event_id),
+            Finding::new(
+                "ordinal_missing",
+                "event has no runtime_session_event_ordinals row",
+            )
+            .session(session)
+            .run(run)
+            .event(event_id),
         );
     }
     for (session, count, max) in &tables.ordinal_gaps {
@@ -198,21 +217,26 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
         } else {
             None
         },
-        decode_failure: decode_failures
-            .first()
-            .map(|f| GateDecodeFailure { event_id: f.event_id.clone(), message: f.message.clone() }),
+        decode_failure: decode_failures.first().map(|f| GateDecodeFailure {
+            event_id: f.event_id.clone(),
+            message: f.message.clone(),
+        }),
     };
 
     let sessions: BTreeSet<&str> = runs.keys().map(|(s, _)| s.as_str()).collect();
-    let session_count = tables
-        .sessions
-        .as_ref()
-        .map_or(sessions.len(), |s| s.len());
-    let stuck = run_reports.iter().filter(|r| r.state == super::runs::RunState::Stuck).count();
-    let unreadable =
-        run_reports.iter().filter(|r| r.state == super::runs::RunState::Unreadable).count();
-    let adoptable =
-        run_reports.iter().filter(|r| r.state == super::runs::RunState::AwaitingAdoption).count();
+    let session_count = tables.sessions.as_ref().map_or(sessions.len(), |s| s.len());
+    let stuck = run_reports
+        .iter()
+        .filter(|r| r.state == super::runs::RunState::Stuck)
+        .count();
+    let unreadable = run_reports
+        .iter()
+        .filter(|r| r.state == super::runs::RunState::Unreadable)
+        .count();
+    let adoptable = run_reports
+        .iter()
+        .filter(|r| r.state == super::runs::RunState::AwaitingAdoption)
+        .count();
     let run_count = {
         let mut keys: BTreeMap<(&str, &str), ()> = BTreeMap::new();
         for h in &headers {

@@ -72,7 +72,9 @@ fn matching<'a>(h: &RunHeader, acc: &'a RunAcc) -> Vec<&'a (i64, RuntimeEvent)> 
     acc.terminals
         .iter()
         .filter(|(_, e)| {
-            !e.partial && e.session_id == *h.session_id.as_str() && e.run_id == *h.run_id.as_str()
+            !e.partial
+                && e.session_id == *h.session_id.as_str()
+                && e.run_id == *h.run_id.as_str()
                 && e.turn_id == *h.turn_id.as_str()
         })
         .collect()
@@ -91,36 +93,56 @@ pub fn assess_runs(
         let key = (h.session_id.clone(), h.run_id.clone());
         let acc = runs.get(&key).unwrap_or(&empty);
         let (state, classification, ids) = assess(h, acc);
-        let f = |code: &'static str, msg: String| Finding::new(code, msg).session(&h.session_id).run(&h.run_id);
+        let f = |code: &'static str, msg: String| {
+            Finding::new(code, msg)
+                .session(&h.session_id)
+                .run(&h.run_id)
+        };
         let status = h.status.as_str();
         match state {
             RunState::Stuck => findings.push(f(
                 "run_stuck_running",
-                format!("header is `{status}` and the log has no terminal event ({} events)", acc.rows),
+                format!(
+                    "header is `{status}` and the log has no terminal event ({} events)",
+                    acc.rows
+                ),
             )),
             RunState::Unreadable => findings.push(f(
                 "run_unreadable",
-                format!("{} of {} rows of this run cannot be decoded", acc.undecodable, acc.rows),
+                format!(
+                    "{} of {} rows of this run cannot be decoded",
+                    acc.undecodable, acc.rows
+                ),
             )),
             RunState::Ambiguous => findings.push(f(
                 "run_terminal_ambiguous",
                 format!("{} terminal events: {}", ids.len(), ids.join(", ")),
             )),
             RunState::TerminalWithoutStatus => {
-                let mut x = f("run_terminal_without_status", "the only terminal event has no terminal status".into());
+                let mut x = f(
+                    "run_terminal_without_status",
+                    "the only terminal event has no terminal status".into(),
+                );
                 x.event_id = ids.first().cloned();
                 findings.push(x);
             }
             RunState::TerminalNotTail => {
                 let mut x = f(
                     "run_terminal_not_tail",
-                    format!("terminal event is not the last event of the run (event_seq {} is)", acc.max_seq),
+                    format!(
+                        "terminal event is not the last event of the run (event_seq {} is)",
+                        acc.max_seq
+                    ),
                 );
                 x.event_id = ids.first().cloned();
                 findings.push(x);
             }
             RunState::TerminalUnusable => {
-                let unusable: Vec<String> = acc.terminals.iter().map(|(_, e)| e.id.to_string()).collect();
+                let unusable: Vec<String> = acc
+                    .terminals
+                    .iter()
+                    .map(|(_, e)| e.id.to_string())
+                    .collect();
                 let mut x = f(
                     "run_terminal_unusable",
                     format!("header is `{status}`; the only terminal-looking events are partial or name another turn"),
@@ -155,8 +177,10 @@ pub fn assess_runs(
             invocation_ids: acc.invocations.clone(),
         });
     }
-    let with_header: BTreeSet<(&str, &str)> =
-        headers.iter().map(|h| (h.session_id.as_str(), h.run_id.as_str())).collect();
+    let with_header: BTreeSet<(&str, &str)> = headers
+        .iter()
+        .map(|h| (h.session_id.as_str(), h.run_id.as_str()))
+        .collect();
     let mut orphans: Vec<(&(String, String), &RunAcc)> = runs
         .iter()
         .filter(|((s, r), _)| {
@@ -167,18 +191,31 @@ pub fn assess_runs(
         .collect();
     orphans.sort_by(|a, b| a.0.cmp(b.0));
     for ((s, r), acc) in orphans {
-        let state = if acc.undecodable > 0 { RunState::Unreadable } else { RunState::NoHeader };
+        let state = if acc.undecodable > 0 {
+            RunState::Unreadable
+        } else {
+            RunState::NoHeader
+        };
         if acc.undecodable > 0 {
             findings.push(
-                Finding::new("run_unreadable", format!("{} of {} rows of this run cannot be decoded", acc.undecodable, acc.rows))
-                    .session(s)
-                    .run(r),
+                Finding::new(
+                    "run_unreadable",
+                    format!(
+                        "{} of {} rows of this run cannot be decoded",
+                        acc.undecodable, acc.rows
+                    ),
+                )
+                .session(s)
+                .run(r),
             );
         }
         findings.push(
-            Finding::new("run_header_missing", format!("{} runtime events but no core_agent_runs row", acc.rows))
-                .session(s)
-                .run(r),
+            Finding::new(
+                "run_header_missing",
+                format!("{} runtime events but no core_agent_runs row", acc.rows),
+            )
+            .session(s)
+            .run(r),
         );
         reports.push(RunReport {
             session_id: s.clone(),
@@ -186,7 +223,11 @@ pub fn assess_runs(
             header_status: None,
             state,
             classification: None,
-            terminal_event_ids: acc.terminals.iter().map(|(_, e)| e.id.to_string()).collect(),
+            terminal_event_ids: acc
+                .terminals
+                .iter()
+                .map(|(_, e)| e.id.to_string())
+                .collect(),
             events: acc.rows,
             max_seq: acc.max_seq,
             last_event_ts: acc.last_ts,
@@ -219,7 +260,11 @@ fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>
     let events: Vec<RuntimeEvent> = acc.terminals.iter().map(|(_, e)| e.clone()).collect();
     let class = classify_terminal_ledger(&header_view(h), &events);
     let word = class.kind.as_str().to_owned();
-    let ids: Vec<String> = class.terminal_event_ids.iter().map(ToString::to_string).collect();
+    let ids: Vec<String> = class
+        .terminal_event_ids
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     let matched = matching(h, acc);
     let is_tail = |seq: i64| seq >= acc.max_seq;
     let state = match class.kind {
@@ -234,7 +279,10 @@ fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>
             }
         }
         TerminalKind::IncompleteSingleTerminal | TerminalKind::Fact => {
-            let (seq, ev) = matched.first().map(|(s, e)| (*s, e)).expect("one matching terminal");
+            let (seq, ev) = matched
+                .first()
+                .map(|(s, e)| (*s, e))
+                .expect("one matching terminal");
             let has_status = ev.status.is_some_and(EventStatus::is_terminal);
             if !has_status {
                 RunState::TerminalWithoutStatus
@@ -243,7 +291,10 @@ fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>
             } else if !h.status.is_terminal() {
                 RunState::AwaitingAdoption
             } else if class.kind == TerminalKind::Fact
-                && class.fact_run_status().is_some_and(|s| s != h.status)
+                && class
+                    .fact
+                    .as_ref()
+                    .is_some_and(|f| f.run_status.run_status() != h.status)
             {
                 RunState::HeaderContradictsTerminal
             } else {

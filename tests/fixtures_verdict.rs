@@ -1,0 +1,224 @@
+//! Our verdict on every real workspace equals Maka's own (`verdict.json`).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use wsledger::doctor::{scan_path, ScanOptions};
+use wsledger::scan::runs::RunState;
+
+fn fixtures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir("fixtures")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("verdict.json").exists())
+        .collect();
+    v.sort();
+    assert!(v.len() >= 11, "the real fixtures are missing");
+    v
+}
+
+fn verdict(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap()
+}
+
+fn pairs(list: &Value, a: &str, b: &str) -> Vec<(String, String)> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x[a].as_str().unwrap().to_owned(),
+                x[b].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_real_workspace_gets_makas_verdict() {
+    let mut failures = Vec::new();
+    for dir in fixtures() {
+        let v = verdict(&dir);
+        let report = scan_path(
+            &dir.join("runtime.sqlite"),
+            ScanOptions::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let name = dir.display().to_string();
+        let mut check = |what: &str, ok: bool, detail: String| {
+            if !ok {
+                failures.push(format!("{name}: {what}: {detail}"));
+            }
+        };
+
+        // Scanner issues: code, event id, operation/tool call ids, in Maka's order.
+        let want: Vec<(String, String, Option<String>, Option<String>)> = v["wholeFile"]["issues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                (
+                    i["code"].as_str().unwrap().to_owned(),
+                    i["eventId"].as_str().unwrap().to_owned(),
+                    i["operationId"].as_str().map(str::to_owned),
+                    i["toolCallId"].as_str().map(str::to_owned),
+                )
+            })
+            .collect();
+        let got: Vec<_> = report
+            .issues
+            .iter()
+            .map(|i| {
+                (
+                    i.code.as_str().to_owned(),
+                    i.event_id.to_string(),
+                    i.operation_id.as_ref().map(ToString::to_string),
+                    i.tool_call_id.as_ref().map(ToString::to_string),
+                )
+            })
+            .collect();
+        check(
+            "scanner issues",
+            got == want,
+            format!("{got:?} != {want:?}"),
+        );
+
+        // Decode failures (event id and session).
+        let want = pairs(&v["wholeFile"]["decodeFailures"], "eventId", "sessionId");
+        let got: Vec<(String, String)> = report
+            .findings
+            .iter()
+            .filter(|f| f.code == "event_undecodable")
+            .map(|f| (f.event_id.clone().unwrap(), f.session_id.clone().unwrap()))
+            .collect();
+        check(
+            "decode failures",
+            got == want,
+            format!("{got:?} != {want:?}"),
+        );
+
+        // The gate.
+        let accepts = v["summary"]["acceptsToolBearingAppend"].as_bool().unwrap();
+        check(
+            "gate",
+            report.maka_gate.tool_writes_refused != accepts,
+            format!(
+                "refused={} accepts={accepts}",
+                report.maka_gate.tool_writes_refused
+            ),
+        );
+        let first = v["toolLedgerHealth"]["issue"]["eventId"]
+            .as_str()
+            .map(str::to_owned);
+        let got_first = report
+            .maka_gate
+            .first_issue
+            .as_ref()
+            .map(|i| i.event_id.clone());
+        if v["toolLedgerHealth"]["status"] == "corrupt" {
+            check(
+                "first issue",
+                got_first.is_some(),
+                format!("{got_first:?} vs {first:?}"),
+            );
+        }
+        if v["toolLedgerHealth"]["status"] == "decode_failure" {
+            check(
+                "first issue is null on decode failure",
+                got_first.is_none(),
+                format!("{got_first:?}"),
+            );
+        }
+
+        // Stuck and unreadable runs.
+        let mut want = pairs(&v["summary"]["stuckRunningRuns"], "sessionId", "runId");
+        let mut got: Vec<(String, String)> = report
+            .runs
+            .iter()
+            .filter(|r| r.state == RunState::Stuck)
+            .map(|r| (r.session_id.clone(), r.run_id.clone()))
+            .collect();
+        want.sort();
+        got.sort();
+        check("stuck runs", got == want, format!("{got:?} != {want:?}"));
+        let mut want = pairs(&v["summary"]["unreadableRuns"], "sessionId", "runId");
+        let mut got: Vec<(String, String)> = report
+            .runs
+            .iter()
+            .filter(|r| r.state == RunState::Unreadable)
+            .map(|r| (r.session_id.clone(), r.run_id.clone()))
+            .collect();
+        want.sort();
+        got.sort();
+        check(
+            "unreadable runs",
+            got == want,
+            format!("{got:?} != {want:?}"),
+        );
+
+        // Per-run classification words, where Maka could read the run.
+        for run in v["runs"].as_array().unwrap() {
+            let (s, r) = (
+                run["sessionId"].as_str().unwrap(),
+                run["runId"].as_str().unwrap(),
+            );
+            let ours = report
+                .runs
+                .iter()
+                .find(|x| x.session_id == s && x.run_id == r);
+            let Some(ours) = ours else {
+                check("run present", false, format!("{s}/{r}"));
+                continue;
+            };
+            if let Some(word) = run["terminalLedgerClassification"].as_str() {
+                check(
+                    "classification",
+                    ours.classification.as_deref() == Some(word),
+                    format!("{s}/{r}: {:?} != {word}", ours.classification),
+                );
+            }
+            check(
+                "header status",
+                ours.header_status.as_deref() == run["headerStatus"].as_str(),
+                format!("{s}/{r}"),
+            );
+        }
+
+        // Unsettled operations (Maka lists them from the projection).
+        let want = v["summary"]["unsettledToolOperations"].as_u64().unwrap() as usize;
+        check(
+            "unsettled operations",
+            report.summary.unsettled_operations == want,
+            format!("{} != {want}", report.summary.unsettled_operations),
+        );
+        check(
+            "events",
+            report.summary.events == v["counts"]["runtimeEvents"].as_u64().unwrap(),
+            String::new(),
+        );
+        check(
+            "runs",
+            report.summary.runs as u64 == v["counts"]["agentRuns"].as_u64().unwrap(),
+            String::new(),
+        );
+        check(
+            "sessions",
+            report.summary.sessions as u64 == v["counts"]["sessions"].as_u64().unwrap(),
+            String::new(),
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn healthy_workspace_has_no_findings_and_an_open_gate() {
+    let report = scan_path(
+        Path::new("fixtures/healthy/runtime.sqlite"),
+        ScanOptions::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(report.findings.is_empty(), "{:?}", report.findings);
+    assert!(!report.maka_gate.tool_writes_refused);
+}
