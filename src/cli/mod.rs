@@ -1,6 +1,7 @@
 //! Command-line interface: argument definitions (the help text is the documentation)
 //! and the dispatch from commands to the core.
 
+mod completions;
 mod explain;
 mod printer;
 mod scan;
@@ -129,6 +130,8 @@ pub enum Command {
     Doctor(DoctorCommand),
     /// Explain a finding code: what it means, why Maka cares, what to do
     Explain(explain::ExplainArgs),
+    /// Print a shell completion script
+    Completions(completions::CompletionsArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,6 +145,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
     match cli.command {
         Command::Doctor(DoctorCommand::Scan(args)) => scan::run(&cli.global, &args, printer),
         Command::Explain(args) => explain::run(&args, printer),
+        Command::Completions(args) => completions::run(&args, printer),
     }
 }
 
