@@ -147,7 +147,9 @@ impl Walker {
                 .event(&row.event_id),
             );
         }
-        self.expected_seq = row.event_seq + 1;
+        // A hostile `event_seq` (i64::MAX, or a huge REAL read as i64::MAX) must not
+        // overflow.
+        self.expected_seq = row.event_seq.saturating_add(1);
     }
 
     /// Completes the scan with the other tables.
