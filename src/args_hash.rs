@@ -1,6 +1,9 @@
 //! Maka's canonical tool-arguments hash (`canonicalToolArgsHash`). Pure.
 
-use crate::json::Json;
+use crate::json::{stable_stringify, write_js_string, write_stable, JsObject, JsStr, Json};
+use icu_collator::{options::CollatorOptions, CollatorBorrowed, CollatorPreferences};
+use sha2::{Digest, Sha256};
+use std::sync::OnceLock;
 
 /// Why Maka's hash function throws for these arguments.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -15,8 +18,285 @@ pub enum ArgsHashError {
 /// `{"args": args, "toolName": tool_name}` with `__proto__` keys dropped and the arrays
 /// under keys named `required` / `enum` sorted by ICU root collation of their JSON.
 pub fn canonical_tool_args_hash(
-    _tool_name: &crate::json::JsStr,
-    _args: &Json,
+    tool_name: &crate::json::JsStr,
+    args: &Json,
 ) -> Result<String, ArgsHashError> {
-    todo!("args hash")
+    let preimage = identity_preimage(tool_name, args)?;
+    Ok(format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(preimage.as_bytes()))
+    ))
+}
+
+/// The exact text whose SHA-256 is [`canonical_tool_args_hash`] (Maka's identity
+/// preimage), with the same errors.
+pub fn identity_preimage(tool_name: &JsStr, args: &Json) -> Result<String, ArgsHashError> {
+    if tool_name.is_empty() {
+        return Err(ArgsHashError::EmptyToolName);
+    }
+    // Maka validates the whole value first, `__proto__` subtrees included.
+    if has_non_finite(args) {
+        return Err(ArgsHashError::NotStrictJson);
+    }
+    let canonical = canonicalize(args);
+    // The wrapper's two keys are already in property order: "args" < "toolName".
+    let mut out = String::from("{\"args\":");
+    write_stable(&mut out, &canonical).map_err(|_| ArgsHashError::NotStrictJson)?;
+    out.push_str(",\"toolName\":");
+    write_js_string(&mut out, tool_name);
+    out.push('}');
+    Ok(out)
+}
+
+fn has_non_finite(value: &Json) -> bool {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Json::Number(n) if !n.is_finite() => return true,
+            Json::Array(items) => stack.extend(items.iter()),
+            Json::Object(o) => stack.extend(o.iter().map(|(_, c)| c)),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Keys whose array value is sorted in the identity preimage.
+fn sorts_its_array(key: &JsStr) -> bool {
+    *key == "required" || *key == "enum"
+}
+
+/// The identity form of the arguments: every `__proto__` key removed, and every
+/// array that is the value of a `required` or `enum` key stably sorted by collation
+/// of its elements' canonical JSON. Built without recursion.
+fn canonicalize(args: &Json) -> Json {
+    enum Frame<'a> {
+        Array {
+            items: std::slice::Iter<'a, Json>,
+            out: Vec<Json>,
+            sort: bool,
+        },
+        Object {
+            entries: std::slice::Iter<'a, (JsStr, Json)>,
+            out: JsObject,
+            key: Option<&'a JsStr>,
+        },
+    }
+    fn open<'a>(v: &'a Json, parent_key: Option<&JsStr>) -> Result<Frame<'a>, Json> {
+        match v {
+            Json::Array(items) => Ok(Frame::Array {
+                items: items.iter(),
+                out: Vec::with_capacity(items.len()),
+                sort: parent_key.is_some_and(sorts_its_array),
+            }),
+            Json::Object(o) => Ok(Frame::Object {
+                entries: o.entries().iter(),
+                out: JsObject::new(),
+                key: None,
+            }),
+            scalar => Err(scalar.clone()),
+        }
+    }
+
+    let mut stack = match open(args, None) {
+        Ok(f) => vec![f],
+        Err(v) => return v,
+    };
+    loop {
+        let top = stack.last_mut().expect("stack is not empty here");
+        // The next child and the key it sits under (none for array elements, so an
+        // array directly inside a sorted array is not sorted).
+        let next = match top {
+            Frame::Array { items, .. } => items.next().map(|v| (v, None)),
+            Frame::Object { entries, key, .. } => entries
+                .by_ref()
+                .find(|(k, _)| *k != "__proto__")
+                .map(|(k, v)| {
+                    *key = Some(k);
+                    (v, Some(k))
+                }),
+        };
+        let done = match next {
+            Some((child, parent_key)) => match open(child, parent_key) {
+                Ok(f) => {
+                    stack.push(f);
+                    continue;
+                }
+                Err(v) => v,
+            },
+            None => match stack.pop() {
+                Some(Frame::Array {
+                    out, sort: true, ..
+                }) => Json::Array(collation_sorted(out)),
+                Some(Frame::Array {
+                    out, sort: false, ..
+                }) => Json::Array(out),
+                Some(Frame::Object { out, .. }) => Json::Object(out),
+                None => unreachable!("stack is not empty here"),
+            },
+        };
+        match stack.last_mut() {
+            None => return done,
+            Some(Frame::Array { out, .. }) => out.push(done),
+            Some(Frame::Object { out, key, .. }) => {
+                // Keys of a parsed object are unique.
+                out.push_unique(key.expect("key set with its value").clone(), done)
+            }
+        }
+    }
+}
+
+/// `items.sort((a, b) => json(a).localeCompare(json(b)))` under Node's default
+/// locale (`en-US`): a stable sort by ICU collation, root rules, tertiary strength.
+fn collation_sorted(items: Vec<Json>) -> Vec<Json> {
+    if items.len() < 2 {
+        return items;
+    }
+    let mut keyed: Vec<(String, Json)> = items
+        .into_iter()
+        .map(|item| {
+            // Numbers were checked finite before canonicalizing.
+            let text = stable_stringify(&item).unwrap_or_default();
+            (text, item)
+        })
+        .collect();
+    let collator = collator();
+    keyed.sort_by(|a, b| collator.compare(&a.0, &b.0));
+    keyed.into_iter().map(|(_, item)| item).collect()
+}
+
+fn collator() -> &'static CollatorBorrowed<'static> {
+    static COLLATOR: OnceLock<CollatorBorrowed<'static>> = OnceLock::new();
+    COLLATOR.get_or_init(|| {
+        // Root collation (`en` has no tailoring), default options: tertiary strength,
+        // no numeric ordering, punctuation not ignored.
+        CollatorBorrowed::try_new(CollatorPreferences::default(), CollatorOptions::default())
+            .expect("compiled collation data for the root locale")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::parse;
+
+    fn preimage(tool: &str, args: &str) -> String {
+        identity_preimage(&JsStr::new(tool), &parse(args).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn documented_example() {
+        // maka-format.md §7: read_file + {"limit":20,"path":"README.md"}.
+        let args = parse(r#"{"path":"README.md","limit":20}"#).unwrap();
+        assert_eq!(
+            canonical_tool_args_hash(&JsStr::new("read_file"), &args).unwrap(),
+            "sha256:ce4de5e5b11c1206b69ff9f5af1eb75de5ec3eacd5d6558af95cb05e660e8706"
+        );
+    }
+
+    #[test]
+    fn errors() {
+        let args = parse("{}").unwrap();
+        assert_eq!(
+            canonical_tool_args_hash(&JsStr::new(""), &args),
+            Err(ArgsHashError::EmptyToolName)
+        );
+        // Non-finite anywhere, even under a dropped `__proto__` key.
+        for text in [r#"{"__proto__":{"x":1e400}}"#, "[1,[-1e999]]", "1e400"] {
+            let args = parse(text).unwrap();
+            assert_eq!(
+                canonical_tool_args_hash(&JsStr::new("t"), &args),
+                Err(ArgsHashError::NotStrictJson),
+                "{text}"
+            );
+        }
+        // The empty name is reported before the non-finite number.
+        let args = parse("1e400").unwrap();
+        assert_eq!(
+            canonical_tool_args_hash(&JsStr::new(""), &args),
+            Err(ArgsHashError::EmptyToolName)
+        );
+    }
+
+    #[test]
+    fn proto_keys_dropped_at_every_depth() {
+        assert_eq!(
+            preimage("t", r#"[{"__proto__":1,"a":{"__proto__":[2]}},{"b":2}]"#),
+            r#"{"args":[{"a":{}},{"b":2}],"toolName":"t"}"#
+        );
+        // Only the exact key; an escaped spelling is the same key.
+        assert_eq!(
+            preimage("t", r#"{"__proto_":1,"\u005f_proto__":2,"__PROTO__":3}"#),
+            r#"{"args":{"__PROTO__":3,"__proto_":1},"toolName":"t"}"#
+        );
+    }
+
+    #[test]
+    fn which_arrays_are_sorted() {
+        assert_eq!(
+            preimage(
+                "t",
+                r#"{"Required":["b","a"],"required":[["b","a"],"c","a"],"list":["b","a"],
+                    "items":[{"enum":["y","x"]}],"enum":[{"required":["d","c"]}]}"#
+            ),
+            concat!(
+                r#"{"args":{"Required":["b","a"],"enum":[{"required":["c","d"]}],"#,
+                r#""items":[{"enum":["x","y"]}],"list":["b","a"],"required":["a","c",["b","a"]]},"#,
+                r#""toolName":"t"}"#
+            )
+        );
+        // Arguments that are themselves an array are not sorted, nor is a tool named
+        // like a sorted key.
+        assert_eq!(
+            preimage("enum", r#"["b","a"]"#),
+            r#"{"args":["b","a"],"toolName":"enum"}"#
+        );
+    }
+
+    #[test]
+    fn collation_order() {
+        assert_eq!(
+            preimage("t", r#"{"enum":["b","B","a","A","é","e","E","f"]}"#),
+            r#"{"args":{"enum":["a","A","b","B","e","E","é","f"]},"toolName":"t"}"#
+        );
+        // Elements compare by their JSON text. A string's opening quote is punctuation,
+        // which ICU orders before digits and letters; numbers do not sort numerically.
+        assert_eq!(
+            preimage("t", r#"{"enum":[true,"1",10,9,null,-0]}"#),
+            r#"{"args":{"enum":["1",0,10,9,null,true]},"toolName":"t"}"#
+        );
+        // Collation-equal elements keep their input order (stable sort).
+        assert_eq!(
+            preimage("t", r#"{"enum":["a\u200bb","ab"]}"#),
+            "{\"args\":{\"enum\":[\"a\u{200b}b\",\"ab\"]},\"toolName\":\"t\"}"
+        );
+        assert_eq!(
+            preimage("t", r#"{"enum":["ab","a\u200bb"]}"#),
+            "{\"args\":{\"enum\":[\"ab\",\"a\u{200b}b\"]},\"toolName\":\"t\"}"
+        );
+    }
+
+    #[test]
+    fn tool_name_and_lone_surrogates_are_escaped() {
+        let name = parse(r#""a\"\ud800""#).unwrap().into_js_string().unwrap();
+        let args = parse(r#"{"enum":["\udc00","x"]}"#).unwrap();
+        assert_eq!(
+            identity_preimage(&name, &args).unwrap(),
+            r#"{"args":{"enum":["\udc00","x"]},"toolName":"a\"\ud800"}"#
+        );
+    }
+
+    #[test]
+    fn deep_arguments_do_not_overflow() {
+        const DEPTH: usize = 200_000;
+        let text = r#"{"enum":["#.repeat(DEPTH) + &"]}".repeat(DEPTH);
+        let args = parse(&text).unwrap();
+        let p = identity_preimage(&JsStr::new("t"), &args).unwrap();
+        assert_eq!(p, format!(r#"{{"args":{text},"toolName":"t"}}"#));
+        let text = r#"[{"__proto__":0,"a":"#.repeat(DEPTH) + "0" + &"}]".repeat(DEPTH);
+        let args = parse(&text).unwrap();
+        let p = identity_preimage(&JsStr::new("t"), &args).unwrap();
+        let expected = r#"[{"a":"#.repeat(DEPTH) + "0" + &"}]".repeat(DEPTH);
+        assert_eq!(p, format!(r#"{{"args":{expected},"toolName":"t"}}"#));
+    }
 }

@@ -8,7 +8,7 @@ mod canonical;
 mod decode;
 
 pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
-pub use decode::{decode_event, decode_event_text, DecodeError};
+pub use decode::{decode_event, decode_event_text, payload_identity_matches, DecodeError};
 
 use crate::json::{JsObject, JsStr, Json};
 

@@ -888,3 +888,194 @@ fn debug_write(f: &mut fmt::Formatter<'_>, root: &Json) -> fmt::Result {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn js(text: &str) -> JsStr {
+        parse(text).unwrap().into_js_string().unwrap()
+    }
+
+    #[test]
+    fn cmp_utf16_is_code_unit_order() {
+        let sorted = [
+            js(r#""""#),
+            js(r#""A""#),
+            js(r#""a""#),
+            js(r#""é""#),
+            js(r#""\ud7ff""#),
+            js(r#""\ud800""#),
+            js(r#""\ud83d""#),
+            js(r#""😀""#),
+            js(r#""\ud83d\ude01""#),
+            js(r#""\udbff\udfff""#),
+            js(r#""\udc00""#),
+            js(r#""\ue000""#),
+            js(r#""\ufb01""#),
+            js(r#""\uffff""#),
+        ];
+        for (i, a) in sorted.iter().enumerate() {
+            for (j, b) in sorted.iter().enumerate() {
+                assert_eq!(a.cmp_utf16(b), i.cmp(&j), "{a:?} vs {b:?}");
+                assert_eq!(
+                    a.cmp_utf16(b),
+                    a.utf16()
+                        .collect::<Vec<_>>()
+                        .cmp(&b.utf16().collect::<Vec<_>>())
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn js_str_basics() {
+        let s = js(r#""a😀\ud800é""#);
+        assert!(!s.is_well_formed());
+        assert_eq!(s.as_str(), None);
+        assert_eq!(s.utf16_len(), 5);
+        assert_eq!(s.utf8_len(), 1 + 4 + 3 + 2);
+        assert_eq!(s.to_string_lossy(), "a😀\u{fffd}é");
+        assert_eq!(
+            s.code_points().collect::<Vec<_>>(),
+            [0x61, 0x1F600, 0xD800, 0xE9]
+        );
+        let w = JsStr::new("€uro");
+        assert!(w.is_well_formed());
+        assert_eq!(w.as_str(), Some("€uro"));
+        assert_eq!(w.utf16_len(), 4);
+        assert_eq!(w.utf8_len(), 6);
+        assert_eq!(w, "€uro");
+        assert_eq!(
+            JsStr::from_wtf8_unchecked("x".as_bytes().to_vec()),
+            JsStr::from("x")
+        );
+        assert_eq!(JsStr::from_wtf8_unchecked(s.as_wtf8().to_vec()), s);
+        assert!(JsStr::default().is_empty());
+    }
+
+    #[test]
+    fn object_api() {
+        let mut o: JsObject = [
+            (JsStr::new("a"), Json::Number(1.0)),
+            (JsStr::new("b"), Json::Null),
+            (JsStr::new("a"), Json::Number(2.0)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(o.len(), 2);
+        assert_eq!(o.get("a"), Some(&Json::Number(2.0)));
+        o.insert(JsStr::new("c"), Json::Bool(true));
+        o.insert(JsStr::new("a"), Json::Bool(false));
+        assert_eq!(
+            o.keys().map(|k| k.to_string()).collect::<Vec<_>>(),
+            ["a", "b", "c"]
+        );
+        assert_eq!(o.remove("b"), Some(Json::Null));
+        assert_eq!(
+            o.keys().map(|k| k.to_string()).collect::<Vec<_>>(),
+            ["a", "c"]
+        );
+        assert!(o.contains_key("c") && !o.contains_key("b"));
+        assert_eq!(o.get_js(&JsStr::new("c")), Some(&Json::Bool(true)));
+        // Large collections go through the hash index.
+        let big: JsObject = (0..2000)
+            .map(|i| {
+                (
+                    JsStr::from(format!("k{}", i % 700)),
+                    Json::Number(f64::from(i)),
+                )
+            })
+            .collect();
+        assert_eq!(big.len(), 700);
+        assert_eq!(big.get("k5"), Some(&Json::Number(1405.0)));
+        assert_eq!(big.get("k699"), Some(&Json::Number(1399.0)));
+        assert_eq!(big.entries()[3].0, "k3");
+    }
+
+    #[test]
+    fn moving_out_of_owned_values() {
+        let mut v = parse(r#"{"a":[1,"s"]}"#).unwrap();
+        let taken = v.take();
+        assert_eq!(v, Json::Null);
+        let mut o = taken.into_object().unwrap();
+        let arr = o.remove("a").unwrap().into_array().unwrap();
+        assert_eq!(arr.len(), 2);
+        let mut it = arr.into_iter();
+        assert_eq!(it.next().unwrap().into_js_string(), Err(Json::Number(1.0)));
+        assert_eq!(it.next().unwrap().into_js_string(), Ok(JsStr::new("s")));
+        assert!(Json::Null.into_object().is_err());
+        assert_eq!(parse("[]").unwrap().as_array(), Some(&[][..]));
+    }
+
+    #[test]
+    fn equality_semantics() {
+        let p = |t: &str| parse(t).unwrap();
+        assert_eq!(p("-0"), p("0"));
+        assert_ne!(Json::Number(f64::NAN), Json::Number(f64::NAN));
+        assert_ne!(p("[1,2]"), p("[2,1]"));
+        assert_ne!(p("[1]"), p("[1,1]"));
+        assert_ne!(p(r#"{"a":1}"#), p(r#"{"a":1,"b":1}"#));
+        assert_ne!(
+            p(r#"{"a":1,"b":2}"#),
+            p(r#"{"b":2,"a":1}"#),
+            "insertion order counts"
+        );
+        assert_ne!(p(r#"{"a":[1,{"b":[2]}]}"#), p(r#"{"a":[1,{"b":[3]}]}"#));
+        assert_eq!(p(r#"{"a":[1,{"b":[2]}]}"#), p(r#"{"a":[1,{"b":[2]}]}"#));
+        assert_ne!(p("null"), p("false"));
+        assert_ne!(p(r#""1""#), p("1"));
+    }
+
+    #[test]
+    fn debug_is_json_like() {
+        let v = parse(r#"{"b":[1.5,-0,null,true],"a":"x\"\ud800"}"#).unwrap();
+        assert_eq!(
+            format!("{v:?}"),
+            r#"{"b":[1.5,-0,null,true],"a":"x\"\ud800"}"#
+        );
+        assert_eq!(format!("{:?}", v.as_object().unwrap()), format!("{v:?}"));
+        assert_eq!(
+            format!("{:?}", Json::Number(f64::NEG_INFINITY)),
+            "-Infinity"
+        );
+    }
+
+    #[test]
+    fn serde_conversions() {
+        let v = parse(r#"{"z":1,"a":[1.5,-0,1e400,"\ud800x",{}],"n":null,"t":true}"#).unwrap();
+        let s = v.to_serde();
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            "{\"z\":1,\"a\":[1.5,-0.0,null,\"\u{fffd}x\",{}],\"n\":null,\"t\":true}"
+        );
+        let back = Json::from_serde(&s);
+        let expected =
+            parse(r#"{"z":1,"a":[1.5,-0,null,"\ufffdx",{}],"n":null,"t":true}"#).unwrap();
+        assert_eq!(back, expected);
+        assert_eq!(Json::from_serde(&serde_json::json!(3)), Json::Number(3.0));
+        assert_eq!(
+            Json::from_serde(&serde_json::json!("s")).as_str(),
+            Some("s")
+        );
+    }
+
+    #[test]
+    fn deep_values_clone_compare_print_and_drop() {
+        const DEPTH: usize = 1_000_000;
+        let mut v = Json::Number(1.0);
+        for i in 0..DEPTH {
+            v = if i % 2 == 0 {
+                Json::Array(vec![v, Json::Null])
+            } else {
+                Json::Object([(JsStr::new("k"), v)].into_iter().collect())
+            };
+        }
+        let c = v.clone();
+        assert!(c == v);
+        let printed = format!("{c:?}");
+        assert_eq!(printed.len(), stable_stringify(&v).unwrap().len());
+        drop(c);
+        drop(v);
+    }
+}
