@@ -304,8 +304,6 @@ pub struct ResponseFacts {
     pub event_id: JsStr,
     /// `content.isError`, when present.
     pub is_error: Option<bool>,
-    /// `refs.operationId` of the response, when present (T1 outcomes carry it).
-    pub refs_operation_id: Option<JsStr>,
 }
 
 /// One operation of the scan (Maka's `ToolLedgerScanOperation`), as compact facts.
@@ -841,7 +839,6 @@ impl ToolLedgerScanner {
         let facts = ResponseFacts {
             event_id: event.id.clone(),
             is_error: *is_error,
-            refs_operation_id: refs_operation_id.clone(),
         };
         let pending = PendingResponse {
             event_id: event.id.clone(),
