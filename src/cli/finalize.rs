@@ -112,11 +112,22 @@ fn now_ms() -> Result<i64, CliError> {
         .map_or(0, |d| d.as_millis() as i64))
 }
 
-fn io_err(e: std::io::Error) -> CliError {
-    CliError::new(
-        format!("writing output: {e}"),
-        "check that stdout is writable",
-    )
+/// Writes the plan to stdout; a closed pipe (`| head`) is not an error.
+fn render(
+    printer: &mut Printer,
+    plan: &Plan,
+    shown: &str,
+    format: Format,
+    footer: &[String],
+) -> Result<(), CliError> {
+    let opts = printer.render_opts();
+    match render_plan(printer.out(), plan, shown, format, &opts, footer) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            format!("writing output: {e}"),
+            "check that stdout is writable",
+        )),
+        _ => Ok(()),
+    }
 }
 
 pub fn run(
@@ -175,8 +186,7 @@ pub fn run(
                     .iter()
                     .any(|e| e.session_id == r.session_id && e.run_id == r.run_id)
             });
-        let opts = printer.render_opts();
-        render_plan(printer.out(), &plan, &shown, format, &opts, &footer).map_err(io_err)?;
+        render(printer, &plan, &shown, format, &footer)?;
         return Ok(if !plan.plan.is_empty() || stuck_left {
             ExitStatus::Findings
         } else {
@@ -190,8 +200,7 @@ pub fn run(
         if deferred && format != Format::Table {
             printer.note(&footer[0]);
         }
-        let opts = printer.render_opts();
-        render_plan(printer.out(), &plan, &shown, format, &opts, &footer).map_err(io_err)?;
+        render(printer, &plan, &shown, format, &footer)?;
         return Ok(ExitStatus::Success);
     }
 
@@ -229,8 +238,7 @@ pub fn run(
     if deferred && format != Format::Table {
         printer.note(&footer[0]);
     }
-    let opts = printer.render_opts();
-    render_plan(printer.out(), &plan, &shown, format, &opts, &footer).map_err(io_err)?;
+    render(printer, &plan, &shown, format, &footer)?;
     Ok(ExitStatus::Success)
 }
 
