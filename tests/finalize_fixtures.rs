@@ -403,3 +403,53 @@ fn filters_select_runs() {
         Some(2)
     );
 }
+
+#[test]
+fn event_id_and_ts_are_derived_from_the_run() {
+    for (name, _) in STUCK {
+        let ws = Ws::copy(name);
+        let doc = stdout_json(&ws.finalize(&["--format", "json"]));
+        for e in doc["plan"].as_array().unwrap() {
+            let (s, r) = (
+                e["session_id"].as_str().unwrap(),
+                e["run_id"].as_str().unwrap(),
+            );
+            assert_eq!(
+                e["event_id"],
+                wsledger::finalize::ids::derived_uuid("wsledger.terminal.v1", s, r)
+            );
+            // 1 + the latest of: event ts, snapshot updated_at, header updatedAt.
+            let c = ws.conn();
+            let latest: i64 = c
+                .query_row(
+                    "SELECT max(t) FROM (
+                       SELECT json_extract(payload_json, '$.ts') AS t FROM runtime_events
+                         WHERE session_id = ?1 AND run_id = ?2
+                       UNION ALL SELECT updated_at FROM runtime_partial_snapshots
+                         WHERE session_id = ?1 AND run_id = ?2
+                       UNION ALL SELECT json_extract(record_json, '$.updatedAt') FROM core_agent_runs
+                         WHERE session_id = ?1 AND run_id = ?2)",
+                    [s, r],
+                    |x| x.get(0),
+                )
+                .unwrap();
+            assert_eq!(e["ts"], latest + 1, "{name}");
+            let seq: i64 = c
+                .query_row(
+                    "SELECT max(event_seq) FROM runtime_events WHERE session_id = ?1 AND run_id = ?2",
+                    [s, r],
+                    |x| x.get(0),
+                )
+                .unwrap();
+            assert_eq!(e["event_seq"], seq + 1);
+            let ordinal: i64 = c
+                .query_row(
+                    "SELECT max(ordinal) FROM runtime_session_event_ordinals WHERE session_id = ?1",
+                    [s],
+                    |x| x.get(0),
+                )
+                .unwrap();
+            assert_eq!(e["ordinal"], ordinal + 1);
+        }
+    }
+}

@@ -206,11 +206,12 @@ pub fn run(
 
     // --apply with a plan.
     check_writable(&db)?;
+    // The lock first: while Maka holds it the file is not even opened for writing.
+    let _lock = take_owner_lock(&db, planning.root_binding.as_deref(), printer)?;
     let writer = Writer::open(&db)?;
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
-    let _lock = take_owner_lock(&db, planning.root_binding.as_deref(), printer)?;
     if !args.no_backup {
         let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
         let dest = backup_path(&db, dir.as_deref(), now);

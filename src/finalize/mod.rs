@@ -233,15 +233,12 @@ pub fn invocation_for(header: &RunHeader, rows: &RunRows) -> Result<String, Stri
     }
 }
 
-/// Latest activity of a run: its events' `ts`, its run events' `ts`, its partial
+/// Latest activity of a run (issue notes, item 22): its events' `ts`, its partial
 /// snapshots' `updated_at`, and the header's `updatedAt`.
 pub fn last_activity(header: Option<&RunHeader>, rows: &RunRows, events: &[RuntimeEvent]) -> f64 {
     let mut t = header.map_or(f64::MIN, |h| h.updated_at);
     for e in events {
         t = t.max(e.ts);
-    }
-    for r in &rows.run_events {
-        t = t.max(r.event_ts as f64);
     }
     for s in &rows.snapshots {
         t = t.max(s.updated_at as f64);
