@@ -131,6 +131,7 @@ pub fn plan_finalize(
         );
     }
     input.claims = ws.claims()?;
+    input.ledger = Some(ws.ledger_fingerprint()?);
     let root_binding = ws.root_binding()?;
     let plan = plan(&report, &input, opts);
     Ok(FinalizePlanning {

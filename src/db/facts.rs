@@ -448,6 +448,19 @@ pub(crate) fn read_claims(c: &Connection) -> rusqlite::Result<Vec<ClaimRow>> {
     Ok(rows)
 }
 
+/// `(count, max rowid, total payload length)` of `runtime_events`: changes whenever
+/// a row is added, removed or rewritten to another length.
+pub type LedgerFingerprint = (i64, i64, i64);
+
+pub(crate) fn read_ledger_fingerprint(c: &Connection) -> rusqlite::Result<LedgerFingerprint> {
+    c.query_row(
+        "SELECT count(*), COALESCE(max(rowid), 0), CAST(total(length(payload_json)) AS INTEGER) \
+         FROM runtime_events",
+        [],
+        |r| Ok((int(r, 0)?, int(r, 1)?, int(r, 2)?)),
+    )
+}
+
 pub(crate) fn read_root_binding(c: &Connection) -> rusqlite::Result<Option<String>> {
     if !has_table(c, "runtime_storage_root_binding")? {
         return Ok(None);
@@ -479,6 +492,11 @@ impl Workspace {
     /// Every continuation claim.
     pub fn claims(&self) -> Result<Vec<ClaimRow>, DbError> {
         read_claims(self.conn()).map_err(|e| self.err(&e))
+    }
+
+    /// A cheap fingerprint of the whole event ledger (see [`LedgerFingerprint`]).
+    pub fn ledger_fingerprint(&self) -> Result<LedgerFingerprint, DbError> {
+        read_ledger_fingerprint(self.conn()).map_err(|e| self.err(&e))
     }
 
     /// `runtime_storage_root_binding.root_id`, if bound.

@@ -14,8 +14,9 @@ use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
 use super::facts::{
-    read_claims, read_invocation_users, read_run_rows, read_session_rows, ClaimRow,
-    InvocationUsers, RunRows, SessionRows, MESSAGE_CHUNK_BYTES, MESSAGE_CHUNK_MARKER,
+    read_claims, read_invocation_users, read_ledger_fingerprint, read_run_rows, read_session_rows,
+    ClaimRow, InvocationUsers, LedgerFingerprint, RunRows, SessionRows, MESSAGE_CHUNK_BYTES,
+    MESSAGE_CHUNK_MARKER,
 };
 use super::schema::{diff_schema, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
 use super::{DbError, SchemaFacts, Workspace, BUSY_TIMEOUT};
@@ -112,6 +113,9 @@ pub struct WriteSet {
     pub runs: Vec<RunWrite>,
     pub sessions: Vec<(String, SessionRows)>,
     pub claims: Vec<ClaimRow>,
+    /// Set when the plan writes T2 outcomes: it relied on Maka's gate accepting tool
+    /// writes, which depends on every row of the ledger.
+    pub ledger: Option<LedgerFingerprint>,
 }
 
 impl WriteSet {
@@ -353,6 +357,15 @@ fn revalidate(c: &Connection, set: &WriteSet) -> Result<(), Revalidation> {
     }
     if read_claims(c)? != set.claims {
         return Err(Revalidation::Changed("the continuation claims".into()));
+    }
+    if let Some(fp) = set.ledger {
+        if read_ledger_fingerprint(c)? != fp {
+            return Err(Revalidation::Changed(
+                "the event ledger (the plan writes tool outcomes, which Maka's ledger gate \
+                 judges on the whole file)"
+                    .into(),
+            ));
+        }
     }
     Ok(())
 }

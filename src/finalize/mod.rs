@@ -167,6 +167,8 @@ pub struct PlanInput {
     pub runs: HashMap<(String, String), RunInput>,
     pub sessions: BTreeMap<String, SessionRows>,
     pub claims: Vec<ClaimRow>,
+    /// The ledger's fingerprint when planned (kept when tool outcomes are written).
+    pub ledger: Option<crate::db::facts::LedgerFingerprint>,
 }
 
 /// Runs the planner needs rows for: those that pass `--session`/`--run` and whose
@@ -344,6 +346,9 @@ pub fn plan(report: &ScanReport, input: &PlanInput, opts: &PlanOptions) -> Plan 
     for s in touched_sessions {
         let rows = input.sessions.get(&s).cloned().unwrap_or_default();
         out.writes.sessions.push((s, rows));
+    }
+    if out.writes.runs.iter().any(|r| !r.outcomes.is_empty()) {
+        out.writes.ledger = input.ledger;
     }
     out
 }
