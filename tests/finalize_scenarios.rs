@@ -412,3 +412,57 @@ fn the_workspace_authority_session_is_never_written() {
         .expect("reported");
     assert_eq!(s["reason"], "workspace_authority");
 }
+
+#[test]
+fn two_stuck_runs_of_one_session_get_consecutive_ordinals_and_one_status_write() {
+    let ws = Ws::copy("crash-mid-tool");
+    let other = "4b46f193-dee6-4dae-b3e3-23b939909a82";
+    // The session's earlier run loses its terminal event and its header is reopened.
+    exec(
+        &ws,
+        &format!(
+            "DELETE FROM runtime_events WHERE event_id = '160bdbcb-2e13-4393-8f6d-cd855c262d28';
+             UPDATE core_agent_runs SET record_json = replace(record_json, \
+             '\"status\":\"completed\"', '\"status\":\"running\"') WHERE run_id = '{other}';"
+        ),
+    );
+    let before = ws.scan();
+    assert_eq!(stuck(&before).len(), 2);
+    let version: i64 = ws
+        .conn()
+        .query_row(
+            "SELECT metadata_version FROM session_metadata WHERE session_id = ?1",
+            [CRASH_SESSION],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let doc = json_plan(&ws, &["--apply", "--no-backup", "--project-header"]);
+    let plan = doc["plan"].as_array().unwrap();
+    assert_eq!(plan.len(), 2);
+    let ordinals: Vec<i64> = plan
+        .iter()
+        .map(|e| e["ordinal"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ordinals, vec![17, 18]);
+    let after = ws.scan();
+    assert!(stuck(&after).is_empty());
+    assert_eq!(new_findings(&before, &after), Vec::<String>::new());
+    let c = ws.conn();
+    let v2: i64 = c
+        .query_row(
+            "SELECT metadata_version FROM session_metadata WHERE session_id = ?1",
+            [CRASH_SESSION],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(v2, version + 1, "the session status is written once");
+    let failed_states: i64 = c
+        .query_row(
+            "SELECT count(*) FROM session_messages WHERE session_id = ?1 AND \
+             message_type = 'turn_state' AND record_json LIKE '%\"status\":\"failed\"%'",
+            [CRASH_SESSION],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(failed_states, 2);
+}

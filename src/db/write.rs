@@ -131,8 +131,8 @@ pub enum WriteError {
     Db(#[from] DbError),
     #[error("`{path}` does not have Maka's current schema: {detail}")]
     SchemaNotCurrent { path: PathBuf, detail: String },
-    #[error("{what} changed since the plan was made; nothing was written")]
-    Changed { what: String },
+    #[error("`{path}`: {what} changed since the plan was made; nothing was written")]
+    Changed { path: PathBuf, what: String },
     #[error("`{path}`: the disk or the database is full ({detail}); nothing was written")]
     Full { path: PathBuf, detail: String },
     #[error("`{path}`: {detail}; nothing was written")]
@@ -290,12 +290,18 @@ impl Writer {
         }
         revalidate(&tx, set).map_err(|e| match e {
             Revalidation::Sql(e) => werr(e),
-            Revalidation::Changed(what) => WriteError::Changed { what },
+            Revalidation::Changed(what) => WriteError::Changed {
+                path: path.clone(),
+                what,
+            },
         })?;
         for run in &set.runs {
             write_run(&tx, run).map_err(|e| match e {
                 Revalidation::Sql(e) => werr(e),
-                Revalidation::Changed(what) => WriteError::Changed { what },
+                Revalidation::Changed(what) => WriteError::Changed {
+                    path: path.clone(),
+                    what,
+                },
             })?;
         }
         tx.commit().map_err(werr)?;
