@@ -125,3 +125,54 @@ pub fn scan_path(
     let ws = Workspace::open_read_only(db)?;
     scan_workspace(&ws, opts, progress)
 }
+
+/// A finalize plan and what it was made from.
+pub struct FinalizePlanning {
+    pub report: ScanReport,
+    pub plan: crate::finalize::Plan,
+    /// `runtime_storage_root_binding.root_id`, if the workspace is bound.
+    pub root_binding: Option<String>,
+}
+
+/// Scans `db` read-only, reads the rows of every run finalize would touch or report,
+/// and plans `doctor finalize-runs`.
+pub fn plan_finalize(
+    db: &Path,
+    opts: &crate::finalize::PlanOptions,
+) -> Result<FinalizePlanning, DbError> {
+    use crate::finalize::{candidates, invocation_for, plan, PlanInput, RunInput};
+    let ws = Workspace::open_read_only(db)?;
+    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let mut input = PlanInput::default();
+    for (session, run) in candidates(&report, opts) {
+        let rows = ws.run_rows(&session, &run)?;
+        let header = report
+            .headers
+            .iter()
+            .find(|h| h.session_id == session && h.run_id == run);
+        let invocation_users = match header.map(|h| invocation_for(h, &rows)) {
+            Some(Ok(inv)) => Some(ws.invocation_users(&inv)?),
+            _ => None,
+        };
+        if !input.sessions.contains_key(&session) {
+            let rows = ws.session_rows(&session)?;
+            input.sessions.insert(session.clone(), rows);
+        }
+        input.runs.insert(
+            (session, run),
+            RunInput {
+                rows,
+                invocation_users,
+            },
+        );
+    }
+    input.claims = ws.claims()?;
+    input.ledger = Some(ws.ledger_fingerprint()?);
+    let root_binding = ws.root_binding()?;
+    let plan = plan(&report, &input, opts);
+    Ok(FinalizePlanning {
+        report,
+        plan,
+        root_binding,
+    })
+}
