@@ -123,6 +123,75 @@ fn dir_identity(_dir: &Path) -> Option<(u64, u64)> {
     None
 }
 
+/// The root ids whose owner locks guard a database: the marker's beside it, and the
+/// `runtime_storage_root_binding` row's when it differs.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RootIds {
+    pub ids: Vec<String>,
+    /// The marker names another directory (the workspace was moved or copied).
+    pub marker_moved: bool,
+}
+
+/// Collects the root ids for the database `db` (marker in its directory, binding row).
+pub fn root_ids(db: &Path, binding: Option<&str>) -> Result<RootIds, LockError> {
+    let dir = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut out = RootIds::default();
+    if let Some(m) = marker_root(dir)? {
+        out.marker_moved = m.identity_mismatch;
+        out.ids.push(m.root_id);
+    }
+    if let Some(b) = binding {
+        if !out.ids.iter().any(|i| i == b) {
+            out.ids.push(b.to_owned());
+        }
+    }
+    Ok(out)
+}
+
+/// Whether someone holds Maka's owner lock on `path`, probed without taking it and
+/// without creating anything (`F_OFD_GETLK` on Linux). A missing lock file is free.
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+pub fn probe_held(path: &Path) -> std::io::Result<bool> {
+    use std::os::unix::io::AsRawFd;
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    // SAFETY: `flock` is plain old data; zeroed is valid, then the fields are set.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: the descriptor is open for the lifetime of `file`, and `fl` is a valid
+    // `struct flock` that F_OFD_GETLK fills in.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// Whether someone holds the owner lock (macOS: a momentary non-blocking `flock`).
+#[cfg(all(unix, not(target_os = "linux")))]
+pub fn probe_held(path: &Path) -> std::io::Result<bool> {
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    // Taking and dropping the lock at once: closing the file releases it.
+    Ok(!try_lock_exclusive(&file)?)
+}
+
+#[cfg(not(unix))]
+pub fn probe_held(_path: &Path) -> std::io::Result<bool> {
+    Err(std::io::Error::other("unsupported platform"))
+}
+
 /// Maka's control namespace (or `WSLEDGER_MAKA_CONTROL_DIR`).
 pub fn namespace() -> Result<PathBuf, LockError> {
     if let Some(dir) = std::env::var_os(CONTROL_DIR_ENV).filter(|v| !v.is_empty()) {

@@ -286,27 +286,15 @@ fn take_owner_lock(
     printer: &mut Printer,
 ) -> Result<Option<lock::OwnerLock>, CliError> {
     let lerr = |e: lock::LockError| CliError::new(e.to_string(), e.hint());
-    let dir = db
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let marker = lock::marker_root(dir).map_err(lerr)?;
-    let mut ids = Vec::new();
-    if let Some(m) = &marker {
-        if m.identity_mismatch {
-            printer.warn(&format!(
-                "`{}` names another directory (moved or copied workspace); locking its root \
-                 id anyway",
-                dir.join(lock::MARKER_FILE).display()
-            ));
-        }
-        ids.push(m.root_id.clone());
+    let roots = lock::root_ids(db, binding).map_err(lerr)?;
+    if roots.marker_moved {
+        printer.warn(&format!(
+            "the storage-root marker beside `{}` names another directory (moved or copied \
+             workspace); locking its root id anyway",
+            db.display()
+        ));
     }
-    if let Some(b) = binding {
-        if !ids.iter().any(|i| i == b) {
-            ids.push(b.to_owned());
-        }
-    }
+    let ids = roots.ids;
     if ids.is_empty() {
         printer.note(
             "no storage-root marker and no root binding: no Maka can hold a lock on this file; \

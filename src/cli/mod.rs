@@ -4,6 +4,7 @@
 mod completions;
 mod explain;
 pub mod finalize;
+mod info;
 mod printer;
 mod scan;
 mod workspace;
@@ -133,6 +134,8 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Print a shell completion script
     Completions(completions::CompletionsArgs),
+    /// Show the workspace: schema, counts, WAL, Maka's owner lock and gate
+    Info(info::InfoArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -152,6 +155,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         }
         Command::Explain(args) => explain::run(&args, printer),
         Command::Completions(args) => completions::run(&args, printer),
+        Command::Info(args) => info::run(&cli.global, &args, printer),
     }
 }
 
