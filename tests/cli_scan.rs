@@ -447,3 +447,30 @@ fn explain_covers_every_code() {
     assert_eq!(list.stdout.lines().count(), wsledger::findings::CODES.len());
     assert_eq!(wsledger(&["explain", "no_such_code"]).status, 2);
 }
+
+#[test]
+fn readme_documents_every_code_and_the_set_up_commands() {
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    for info in wsledger::findings::CODES {
+        assert!(
+            readme.contains(&format!("`{}`", info.code)),
+            "README lacks {}",
+            info.code
+        );
+    }
+    let first = readme
+        .lines()
+        .find(|l| l.starts_with("cargo run") || l.starts_with("wsledger doctor scan"))
+        .unwrap();
+    assert!(
+        first.contains("doctor scan"),
+        "the first runnable line is the scan: {first}"
+    );
+    let fixture = first.split_whitespace().last().unwrap();
+    assert!(
+        std::path::Path::new(fixture)
+            .join("runtime.sqlite")
+            .exists(),
+        "{fixture}"
+    );
+}

@@ -14,8 +14,11 @@
 //! file. Nothing here checkpoints, sets `mmap_size`, analyzes, or writes outside
 //! `write_txn`.
 
+pub mod backup;
+pub mod facts;
 pub mod rows;
 pub mod schema;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
