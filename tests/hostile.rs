@@ -1,7 +1,9 @@
 //! Every command over every entry of the bad-input corpus (`tests/corpus`): the
 //! documented outcome (exit 2 with one `error:` line naming the file and a `hint:`
-//! line, or a report with its findings), never a panic, never a hang, never raw
-//! control or bidi characters on a terminal, never a changed file.
+//! line, or a report with its findings, or a finalize plan), never a panic, never a
+//! hang, never raw control or bidi characters on a terminal, never a changed file
+//! unless `--apply` was asked and wrote (then the file is sound, backed up and has
+//! no stuck run left).
 
 mod common;
 mod corpus;
@@ -39,7 +41,12 @@ fn binary_for_nobody(dir: &Path) -> PathBuf {
 
 /// Runs the binary with a deadline; a child still running then is killed and the
 /// test fails: no command may hang.
-fn run(args: &[&std::ffi::OsStr], as_nobody: bool, timeout: Duration) -> Run {
+fn run(
+    args: &[&std::ffi::OsStr],
+    env: &[(&str, PathBuf)],
+    as_nobody: bool,
+    timeout: Duration,
+) -> Run {
     let io = tempfile::tempdir().unwrap();
     {
         use std::os::unix::fs::PermissionsExt;
@@ -58,6 +65,7 @@ fn run(args: &[&std::ffi::OsStr], as_nobody: bool, timeout: Duration) -> Run {
         .env_remove("WSLEDGER_WORKSPACE")
         .env("NO_COLOR", "1")
         .env("COLUMNS", "120")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_os_str())))
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path).unwrap())
         .stderr(std::fs::File::create(&err_path).unwrap());
@@ -133,40 +141,87 @@ enum Fmt {
     Table,
 }
 
-/// One read-only command over one entry.
-struct Invocation {
-    label: &'static str,
-    args: Vec<&'static str>,
-    format: Fmt,
-    integrity: bool,
+/// Which expectation of an entry a command is held to.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Scan,
+    ScanIntegrity,
+    Finalize,
+    Apply,
+    Info,
 }
 
-/// The read-only commands that exist, in every format that matters.
-fn read_only_commands(heavy: bool) -> Vec<Invocation> {
-    let mut v = vec![
+/// One command over one entry.
+struct Invocation {
+    label: &'static str,
+    args: &'static [&'static str],
+    format: Fmt,
+    kind: Kind,
+}
+
+/// Every command that exists, in the formats that matter: the read-only ones first,
+/// `--apply` last. A heavy entry (seconds per run in a debug build) runs the scan and
+/// the finalize dry run once each, as JSON (`info` scans exactly as `doctor scan`
+/// does, and `--apply` with an empty plan is the dry run).
+fn commands(b: &Built) -> Vec<Invocation> {
+    let all = vec![
         Invocation {
             label: "scan json",
-            args: vec!["doctor", "scan", "--format", "json"],
+            args: &["doctor", "scan", "--format", "json"],
             format: Fmt::Json,
-            integrity: false,
+            kind: Kind::Scan,
         },
         Invocation {
             label: "scan json --integrity",
-            args: vec!["doctor", "scan", "--format", "json", "--integrity"],
+            args: &["doctor", "scan", "--format", "json", "--integrity"],
             format: Fmt::Json,
-            integrity: true,
+            kind: Kind::ScanIntegrity,
         },
         Invocation {
             label: "scan table",
-            args: vec!["doctor", "scan", "--format", "table"],
+            args: &["doctor", "scan", "--format", "table"],
             format: Fmt::Table,
-            integrity: false,
+            kind: Kind::Scan,
+        },
+        Invocation {
+            label: "info json",
+            args: &["info", "--format", "json"],
+            format: Fmt::Json,
+            kind: Kind::Info,
+        },
+        Invocation {
+            label: "info table",
+            args: &["info"],
+            format: Fmt::Table,
+            kind: Kind::Info,
+        },
+        Invocation {
+            label: "finalize-runs json (dry run)",
+            args: &["doctor", "finalize-runs", "--format", "json"],
+            format: Fmt::Json,
+            kind: Kind::Finalize,
+        },
+        Invocation {
+            label: "finalize-runs table (dry run)",
+            args: &["doctor", "finalize-runs", "--format", "table"],
+            format: Fmt::Table,
+            kind: Kind::Finalize,
+        },
+        Invocation {
+            label: "finalize-runs json --apply",
+            args: &["doctor", "finalize-runs", "--format", "json", "--apply"],
+            format: Fmt::Json,
+            kind: Kind::Apply,
         },
     ];
-    if heavy {
-        v.truncate(1);
-    }
-    v
+    // An error stops a command before it renders anything: one format is enough.
+    let fails = matches!(b.scan, Outcome::Error { .. });
+    all.into_iter()
+        .filter(|i| !(fails && i.format == Fmt::Table))
+        .filter(|i| {
+            !b.heavy || (i.format == Fmt::Json && matches!(i.kind, Kind::Scan | Kind::Finalize))
+        })
+        .collect()
 }
 
 fn check(name: &str, inv: &Invocation, want: &Outcome, r: &Run) {
@@ -189,17 +244,31 @@ fn check(name: &str, inv: &Invocation, want: &Outcome, r: &Run) {
             );
         }
     }
+    let doc = || -> serde_json::Value {
+        serde_json::from_slice(&r.stdout)
+            .unwrap_or_else(|e| panic!("not one JSON document ({e}): {ctx}"))
+    };
     match want {
         Outcome::Error { names, says, hint } => {
             assert_eq!(r.status, 2, "{ctx}");
             assert!(r.stdout.is_empty(), "stdout must be empty on exit 2: {ctx}");
-            let lines: Vec<&str> = stderr.lines().collect();
-            assert_eq!(lines.len(), 2, "one error line, one hint line: {ctx}");
+            // Notes may come first (`--apply` says what it locked and backed up); the
+            // error is one `error:` line and one `hint:` line, last.
+            let all: Vec<&str> = stderr.lines().collect();
+            let errors = all.iter().filter(|l| l.starts_with("error:")).count();
+            assert_eq!(errors, 1, "one error line: {ctx}");
+            assert!(all.len() >= 2, "{ctx}");
+            let lines = &all[all.len() - 2..];
             assert!(lines[0].starts_with("error: "), "{ctx}");
             assert!(lines[0].contains(names.as_str()), "names the file: {ctx}");
             assert!(lines[0].contains(says), "says `{says}`: {ctx}");
             assert!(lines[1].starts_with("hint: "), "{ctx}");
             assert!(lines[1].contains(hint), "hint says `{hint}`: {ctx}");
+            if says.contains("locked") {
+                // Busy waits are bounded: SQLite's 5 s, said in the message.
+                assert!(r.elapsed < Duration::from_secs(15), "{ctx}");
+                assert!(lines[0].contains("gave up after 5 s"), "{ctx}");
+            }
         }
         Outcome::Report {
             status,
@@ -209,8 +278,7 @@ fn check(name: &str, inv: &Invocation, want: &Outcome, r: &Run) {
             assert_eq!(r.status, *status, "{ctx}");
             assert!(!stderr.contains("error:"), "{ctx}");
             if inv.format == Fmt::Json {
-                let doc: serde_json::Value = serde_json::from_slice(&r.stdout)
-                    .unwrap_or_else(|e| panic!("not one JSON document ({e}): {ctx}"));
+                let doc = doc();
                 let findings = doc["findings"].as_array().expect("findings");
                 let found: Vec<&str> = findings
                     .iter()
@@ -229,28 +297,118 @@ fn check(name: &str, inv: &Invocation, want: &Outcome, r: &Run) {
                 }
             }
         }
+        Outcome::Info => {
+            assert_eq!(r.status, 0, "{ctx}");
+            assert!(!stderr.contains("error:"), "{ctx}");
+            if inv.format == Fmt::Json {
+                assert!(doc()["database"].is_string(), "{ctx}");
+            }
+        }
+        Outcome::Plan { runs } => {
+            assert_eq!(r.status, 0, "{ctx}");
+            assert!(!stderr.contains("error:"), "{ctx}");
+            if inv.format == Fmt::Json {
+                let doc = doc();
+                let plan = doc["plan"].as_array().expect("plan");
+                assert_eq!(plan.len(), *runs, "planned runs: {ctx}");
+                let applied = inv.kind == Kind::Apply && *runs > 0;
+                assert_eq!(doc["applied"], applied, "applied: {ctx}");
+            }
+        }
     }
+}
+
+/// Environment of every command: backups and Maka's lock namespace in directories
+/// of the test (writable by `nobody` too), never beside the user's files or home.
+fn test_env(dir: &Path, b: &Built) -> Vec<(&'static str, PathBuf)> {
+    use std::os::unix::fs::PermissionsExt;
+    let backups = dir.join("backups");
+    std::fs::create_dir_all(&backups).unwrap();
+    std::fs::set_permissions(&backups, std::fs::Permissions::from_mode(0o777)).unwrap();
+    vec![
+        ("WSLEDGER_BACKUP_DIR", backups),
+        ("WSLEDGER_MAKA_CONTROL_DIR", b.control.clone()),
+    ]
 }
 
 fn run_entry(name: &str, build: fn() -> Built) {
     let b = build();
-    for inv in read_only_commands(b.heavy) {
-        let want = if inv.integrity { &b.integrity } else { &b.scan };
+    let side = tempfile::tempdir().unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(side.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let env = test_env(side.path(), &b);
+    // `info` opens and scans like `doctor scan`, and reports without judging.
+    let info = match &b.scan {
+        Outcome::Error { .. } => b.scan.clone(),
+        _ => Outcome::Info,
+    };
+    for inv in commands(&b) {
+        let want = match inv.kind {
+            Kind::Scan => &b.scan,
+            Kind::ScanIntegrity => &b.integrity,
+            Kind::Finalize => &b.finalize,
+            Kind::Apply => &b.apply,
+            Kind::Info => &info,
+        };
         let before = snapshot(&b);
         let mut args: Vec<&std::ffi::OsStr> = inv.args.iter().map(|a| a.as_ref()).collect();
         args.push("--workspace".as_ref());
         args.push(b.arg.as_os_str());
-        let r = run(&args, b.as_nobody, b.timeout);
+        let r = run(&args, &env, b.as_nobody, b.timeout);
         check(name, &inv, want, &r);
-        assert_eq!(
-            before,
-            snapshot(&b),
-            "{name} / {}: a read-only command changed a file",
-            inv.label
-        );
-        let _ = r.elapsed;
+        if inv.kind == Kind::Apply && b.apply_writes() {
+            applied_cleanly(name, &b, &args, &env);
+        } else {
+            assert_eq!(
+                before,
+                snapshot(&b),
+                "{name} / {}: a command that wrote nothing changed a file",
+                inv.label
+            );
+        }
     }
     drop(b.guard);
+    drop(b.owner_lock);
+}
+
+/// After an `--apply` that wrote: the file passes `integrity_check`, a backup was
+/// made, and the rescan has no stuck run left.
+fn applied_cleanly(name: &str, b: &Built, args: &[&std::ffi::OsStr], env: &[(&str, PathBuf)]) {
+    let db = &b.watch[0];
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let ok: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(ok, "ok", "{name}: integrity_check after --apply");
+    drop(c);
+    let backups = std::fs::read_dir(&env[0].1).unwrap().count();
+    assert_eq!(backups, 1, "{name}: one backup");
+    let ws = args.last().unwrap();
+    let r = run(
+        &[
+            "doctor".as_ref(),
+            "scan".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            "--workspace".as_ref(),
+            ws,
+        ],
+        env,
+        b.as_nobody,
+        b.timeout,
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert!(
+        !doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"] == "run_stuck_running"),
+        "{name}: a stuck run is left after --apply"
+    );
 }
 
 /// Not a check: the lock-holding process some entries spawn (see `corpus::hold`).
@@ -349,4 +507,15 @@ corpus_tests!(
     symlink_to_the_workspace,
     symlink_loop,
     symlink_dangling,
+    stuck_run,
+    stuck_run_wal_without_shm,
+    stuck_run_wal_with_shm,
+    stuck_run_through_a_symlink,
+    stuck_run_while_another_writer_holds_the_file,
+    stuck_run_locked_exclusively,
+    stuck_run_read_only_directory,
+    stuck_run_extra_index,
+    stuck_run_newer_user_version,
+    stuck_run_symlink_into_a_read_only_directory,
+    stuck_run_symlink_while_maka_holds_the_owner_lock,
 );

@@ -39,6 +39,11 @@ pub enum Outcome {
         codes: &'static [&'static str],
         event: Option<String>,
     },
+    /// `doctor finalize-runs` did its job: exit 0 and (JSON) a plan of `runs` runs,
+    /// written under `--apply` when not empty.
+    Plan { runs: usize },
+    /// `info` did its job: exit 0 and (JSON) a document naming the database.
+    Info,
 }
 
 impl Outcome {
@@ -82,11 +87,19 @@ pub struct Built {
     /// `doctor scan` without and with `--integrity`.
     pub scan: Outcome,
     pub integrity: Outcome,
+    /// `doctor finalize-runs`, dry run and `--apply`. By default: the scan's error,
+    /// or else an empty plan.
+    pub finalize: Outcome,
+    pub apply: Outcome,
     /// Run the command as `nobody` when the tests run as root, so permission bits
     /// apply (root ignores them).
     pub as_nobody: bool,
     /// Something held while the commands run (a lock-holding process).
     pub guard: Option<Holder>,
+    /// Maka's lock namespace for the commands (`WSLEDGER_MAKA_CONTROL_DIR`).
+    pub control: PathBuf,
+    /// Maka's owner lock, held while the commands run (Maka is "running").
+    pub owner_lock: Option<wsledger::lock::OwnerLock>,
     /// The longest a command may take on this entry.
     pub timeout: Duration,
     /// A heavy entry: run each command once (JSON), not in every format.
@@ -109,15 +122,26 @@ impl Built {
                 dirs.push(d.to_path_buf());
             }
         }
+        let control = tmp.path().join("control");
+        std::fs::create_dir_all(&control).unwrap();
+        set_mode(&control, 0o777);
+        let finalize = match &scan {
+            Outcome::Error { .. } => scan.clone(),
+            _ => Outcome::Plan { runs: 0 },
+        };
         Built {
             tmp,
             arg,
             watch,
             dirs,
             integrity: scan.clone(),
+            apply: finalize.clone(),
+            finalize,
             scan,
             as_nobody: false,
             guard: None,
+            control,
+            owner_lock: None,
             timeout: Duration::from_secs(60),
             heavy: false,
         }
@@ -126,6 +150,17 @@ impl Built {
     fn integrity(mut self, o: Outcome) -> Built {
         self.integrity = o;
         self
+    }
+
+    fn finalize(mut self, dry_run: Outcome, apply: Outcome) -> Built {
+        self.finalize = dry_run;
+        self.apply = apply;
+        self
+    }
+
+    /// Whether `--apply` may change the files (a plan to write).
+    pub fn apply_writes(&self) -> bool {
+        matches!(self.apply, Outcome::Plan { runs } if runs > 0)
     }
 
     fn heavy(mut self) -> Built {
@@ -161,11 +196,20 @@ fn set_mode(p: &Path, mode: u32) {
 
 /// A copy of `fixtures/healthy/runtime.sqlite` as `<tmp>/ws/runtime.sqlite`.
 fn healthy() -> (tempfile::TempDir, PathBuf) {
+    fixture("healthy")
+}
+
+/// A copy of `fixtures/<name>/runtime.sqlite` as `<tmp>/ws/runtime.sqlite`.
+fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
     let t = tmp();
     let ws = t.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
     set_mode(&ws, 0o755);
-    std::fs::copy("fixtures/healthy/runtime.sqlite", ws.join("runtime.sqlite")).unwrap();
+    std::fs::copy(
+        Path::new("fixtures").join(name).join("runtime.sqlite"),
+        ws.join("runtime.sqlite"),
+    )
+    .unwrap();
     (t, ws)
 }
 
@@ -248,7 +292,11 @@ fn smash_page(db: &Path, pageno: i64) {
 /// connection holds a committed but not yet checkpointed change made by `sql`: the
 /// state a crash (or a copy taken while Maka runs) leaves behind.
 fn with_committed_wal(sql: &str, keep_shm: bool) -> (tempfile::TempDir, PathBuf) {
-    let (t, src) = healthy();
+    committed_wal_of("healthy", sql, keep_shm)
+}
+
+fn committed_wal_of(fixture_name: &str, sql: &str, keep_shm: bool) -> (tempfile::TempDir, PathBuf) {
+    let (t, src) = fixture(fixture_name);
     let db = src.join("runtime.sqlite");
     let ws = t.path().join("wal-ws");
     std::fs::create_dir(&ws).unwrap();
@@ -1040,6 +1088,180 @@ pub fn symlink_dangling() -> Built {
     )
 }
 
+// ---- A run to finalize, next to broken things --------------------------------------
+
+/// `fixtures/stuck-running` has one stuck run: finalize-runs plans it.
+const STUCK: &[&str] = &["run_stuck_running"];
+
+/// A committed change that changes nothing the doctor reads: it only puts frames in
+/// the `-wal`.
+const TOUCH: &str = "UPDATE session_metadata SET is_archived = is_archived";
+
+fn stuck(t: tempfile::TempDir, arg: PathBuf) -> Built {
+    Built::new(t, arg, Outcome::report(1, STUCK))
+        .finalize(Outcome::Plan { runs: 1 }, Outcome::Plan { runs: 1 })
+}
+
+pub fn stuck_run() -> Built {
+    let (t, ws) = fixture("stuck-running");
+    stuck(t, ws)
+}
+
+pub fn stuck_run_wal_without_shm() -> Built {
+    let (t, ws) = committed_wal_of("stuck-running", TOUCH, false);
+    stuck(t, ws)
+}
+
+pub fn stuck_run_wal_with_shm() -> Built {
+    let (t, ws) = committed_wal_of("stuck-running", TOUCH, true);
+    stuck(t, ws)
+}
+
+/// The database named through a link in another directory: `--apply` must write
+/// (and check permissions) where the file really is.
+pub fn stuck_run_through_a_symlink() -> Built {
+    let (t, real) = committed_wal_of("stuck-running", TOUCH, true);
+    let other = t.path().join("elsewhere");
+    std::fs::create_dir(&other).unwrap();
+    let link = other.join("db-link.sqlite");
+    std::os::unix::fs::symlink(real.join("runtime.sqlite"), &link).unwrap();
+    let mut b = stuck(t, link);
+    let db = real.join("runtime.sqlite");
+    b.watch = vec![db.clone(), wal(&db)];
+    b.dirs = vec![real, other];
+    b
+}
+
+/// Another process holds a WAL write transaction: reading works, `--apply` waits a
+/// bounded time and gives up, writing nothing.
+pub fn stuck_run_while_another_writer_holds_the_file() -> Built {
+    let (t, ws) = fixture("stuck-running");
+    let db = ws.join("runtime.sqlite");
+    let h = hold(&db, &format!("BEGIN IMMEDIATE; {TOUCH}"));
+    let mut b = stuck(t, ws).finalize(
+        Outcome::Plan { runs: 1 },
+        Outcome::error("runtime.sqlite", "locked", "another process"),
+    );
+    b.guard = Some(h);
+    b.timeout = Duration::from_secs(30);
+    b
+}
+
+/// Another process holds an EXCLUSIVE lock (rollback-journal mode): nothing can read.
+pub fn stuck_run_locked_exclusively() -> Built {
+    let (t, ws) = fixture("stuck-running");
+    let db = ws.join("runtime.sqlite");
+    edit(&db, "PRAGMA journal_mode = DELETE");
+    let h = hold(&db, "BEGIN EXCLUSIVE");
+    let mut b = Built::new(
+        t,
+        ws,
+        Outcome::error("runtime.sqlite", "locked", "another process"),
+    );
+    b.guard = Some(h);
+    b.timeout = Duration::from_secs(30);
+    b
+}
+
+pub fn stuck_run_read_only_directory() -> Built {
+    let (t, ws) = fixture("stuck-running");
+    set_mode(&ws.join("runtime.sqlite"), 0o444);
+    set_mode(&ws, 0o555);
+    let mut b = stuck(t, ws).finalize(
+        Outcome::Plan { runs: 1 },
+        Outcome::error("runtime.sqlite", "read-only", "write permission"),
+    );
+    b.as_nobody = true;
+    b
+}
+
+pub fn stuck_run_extra_index() -> Built {
+    let (t, ws) = fixture("stuck-running");
+    edit(
+        &ws.join("runtime.sqlite"),
+        "CREATE INDEX doctor_idx ON runtime_events(committed_at)",
+    );
+    Built::new(
+        t,
+        ws,
+        Outcome::report(1, &["schema_object_unexpected", "run_stuck_running"]),
+    )
+    .finalize(
+        Outcome::Plan { runs: 1 },
+        Outcome::error("runtime.sqlite", "current schema", "never migrates"),
+    )
+}
+
+pub fn stuck_run_newer_user_version() -> Built {
+    let (t, ws) = fixture("stuck-running");
+    edit(&ws.join("runtime.sqlite"), "PRAGMA user_version = 13");
+    Built::new(
+        t,
+        ws,
+        Outcome::report(1, &["schema_version_mismatch", "run_stuck_running"]),
+    )
+    .finalize(
+        Outcome::Plan { runs: 1 },
+        Outcome::error("runtime.sqlite", "current schema", "never migrates"),
+    )
+}
+
+/// A stuck run reached through a link whose real directory has no write bit:
+/// `--apply` must refuse, as it refuses a read-only directory named directly.
+pub fn stuck_run_symlink_into_a_read_only_directory() -> Built {
+    let (t, real) = fixture("stuck-running");
+    set_mode(&real, 0o555);
+    let other = t.path().join("elsewhere");
+    std::fs::create_dir(&other).unwrap();
+    let link = other.join("db-link.sqlite");
+    std::os::unix::fs::symlink(real.join("runtime.sqlite"), &link).unwrap();
+    // The error names the real directory, which is what lacks the write bit.
+    let mut b = stuck(t, link).finalize(
+        Outcome::Plan { runs: 1 },
+        Outcome::error("/ws` is read-only", "no write bit", "write permission"),
+    );
+    let db = real.join("runtime.sqlite");
+    b.watch = vec![db.clone(), wal(&db)];
+    b.dirs = vec![real, other];
+    b
+}
+
+/// Writes Maka's storage-root marker beside a database.
+fn write_marker(dir: &Path, root_id: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).unwrap();
+    std::fs::write(
+        dir.join(".maka-storage-root.json"),
+        format!(
+            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root_id}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
+            m.dev(),
+            m.ino()
+        ),
+    )
+    .unwrap();
+}
+
+/// Maka runs on the workspace (it holds the owner lock named by the marker beside
+/// the real file) while `--apply` is given a link to the database.
+pub fn stuck_run_symlink_while_maka_holds_the_owner_lock() -> Built {
+    let (t, real) = fixture("stuck-running");
+    let root = "0123456789abcdef".repeat(4);
+    write_marker(&real, &root);
+    let other = t.path().join("elsewhere");
+    std::fs::create_dir(&other).unwrap();
+    let link = other.join("db-link.sqlite");
+    std::os::unix::fs::symlink(real.join("runtime.sqlite"), &link).unwrap();
+    let mut b = stuck(t, link).finalize(
+        Outcome::Plan { runs: 1 },
+        Outcome::error("owner.lock", "held by another process", "quit Maka"),
+    );
+    b.owner_lock = Some(wsledger::lock::acquire(&b.control, std::slice::from_ref(&root)).unwrap());
+    let db = real.join("runtime.sqlite");
+    b.watch = vec![db.clone(), wal(&db)];
+    b.dirs = vec![real, other];
+    b
+}
+
 /// A corpus builder.
 pub type Builder = fn() -> Built;
 
@@ -1125,4 +1347,27 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("symlink_to_the_workspace", symlink_to_the_workspace),
     ("symlink_loop", symlink_loop),
     ("symlink_dangling", symlink_dangling),
+    ("stuck_run", stuck_run),
+    ("stuck_run_wal_without_shm", stuck_run_wal_without_shm),
+    ("stuck_run_wal_with_shm", stuck_run_wal_with_shm),
+    ("stuck_run_through_a_symlink", stuck_run_through_a_symlink),
+    (
+        "stuck_run_while_another_writer_holds_the_file",
+        stuck_run_while_another_writer_holds_the_file,
+    ),
+    ("stuck_run_locked_exclusively", stuck_run_locked_exclusively),
+    (
+        "stuck_run_read_only_directory",
+        stuck_run_read_only_directory,
+    ),
+    ("stuck_run_extra_index", stuck_run_extra_index),
+    ("stuck_run_newer_user_version", stuck_run_newer_user_version),
+    (
+        "stuck_run_symlink_into_a_read_only_directory",
+        stuck_run_symlink_into_a_read_only_directory,
+    ),
+    (
+        "stuck_run_symlink_while_maka_holds_the_owner_lock",
+        stuck_run_symlink_while_maka_holds_the_owner_lock,
+    ),
 ];
