@@ -200,7 +200,7 @@ fn healthy() -> (tempfile::TempDir, PathBuf) {
 }
 
 /// A copy of `fixtures/<name>/runtime.sqlite` as `<tmp>/ws/runtime.sqlite`.
-fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
+pub fn fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
     let t = tmp();
     let ws = t.path().join("ws");
     std::fs::create_dir(&ws).unwrap();
@@ -295,7 +295,11 @@ fn with_committed_wal(sql: &str, keep_shm: bool) -> (tempfile::TempDir, PathBuf)
     committed_wal_of("healthy", sql, keep_shm)
 }
 
-fn committed_wal_of(fixture_name: &str, sql: &str, keep_shm: bool) -> (tempfile::TempDir, PathBuf) {
+pub fn committed_wal_of(
+    fixture_name: &str,
+    sql: &str,
+    keep_shm: bool,
+) -> (tempfile::TempDir, PathBuf) {
     let (t, src) = fixture(fixture_name);
     let db = src.join("runtime.sqlite");
     let ws = t.path().join("wal-ws");
