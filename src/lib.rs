@@ -8,6 +8,7 @@
 //! - `report`: renders values; `cli`: parses arguments and orchestrates.
 
 pub mod args_hash;
+pub mod bundle;
 pub mod cli;
 pub mod db;
 pub mod doctor;

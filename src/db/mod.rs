@@ -7,6 +7,7 @@
 
 pub mod rows;
 pub mod schema;
+pub mod session;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

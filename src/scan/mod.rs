@@ -4,7 +4,7 @@
 //! [`Walker`], then hands the other tables to [`Walker::finish`]. Memory grows with
 //! runs and tool operations, not with events: only terminal-looking events are kept.
 
-mod projection;
+pub mod projection;
 mod report;
 pub mod runs;
 
@@ -154,6 +154,29 @@ impl Walker {
     pub fn finish(self, tables: Tables) -> ScanReport {
         report::build(self, tables)
     }
+
+    /// What the walk computed, for callers that assemble their own report (replay).
+    pub fn into_parts(self) -> WalkParts {
+        WalkParts {
+            scan: self.scanner.finish(),
+            runs: self.runs,
+            decode_failures: self.decode_failures,
+            seq_findings: self.seq_findings,
+            tool_commits: self.tool_commits,
+            events: self.events,
+        }
+    }
+}
+
+/// The result of a walk: the scanner's result, per-run facts, undecodable rows,
+/// `event_seq` gaps, and the `committed_at` of every tool-bearing row.
+pub struct WalkParts {
+    pub scan: crate::ledger::scanner::ToolLedgerScan,
+    pub runs: HashMap<(String, String), RunAcc>,
+    pub decode_failures: Vec<DecodeFailure>,
+    pub seq_findings: Vec<Finding>,
+    pub tool_commits: HashMap<String, i64>,
+    pub events: u64,
 }
 
 /// Tool-bearing as Maka's gate defines it: a call or response, or a dispatch or

@@ -4,6 +4,9 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use serde::Serialize;
+use serde_json::Value;
+
 use super::report::{Occurrence, SupersessionGroup};
 use crate::db::{JournalRow, OperationRow};
 use crate::findings::Finding;
@@ -154,129 +157,197 @@ fn expected_journal(op: &Operation, commits: &HashMap<String, i64>) -> Vec<Journ
     rows
 }
 
-fn field_diffs(stored: &OperationRow, want: &OperationRow) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cmp = |name: &str, a: String, b: String| {
-        if a != b {
-            out.push(format!("{name}: stored `{a}`, log implies `{b}`"));
-        }
-    };
-    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-    cmp(
-        "invocation_id",
-        stored.invocation_id.clone(),
-        want.invocation_id.clone(),
-    );
-    cmp("run_id", stored.run_id.clone(), want.run_id.clone());
-    cmp("turn_id", stored.turn_id.clone(), want.turn_id.clone());
-    cmp(
-        "provider_tool_call_id",
-        stored.provider_tool_call_id.clone(),
-        want.provider_tool_call_id.clone(),
-    );
-    cmp(
-        "tool_name",
-        stored.tool_name.clone(),
-        want.tool_name.clone(),
-    );
-    cmp(
-        "canonical_args_hash",
-        stored.canonical_args_hash.clone(),
-        want.canonical_args_hash.clone(),
-    );
-    cmp(
-        "recovery_mode",
-        stored.recovery_mode.clone(),
-        want.recovery_mode.clone(),
-    );
-    cmp(
-        "current_state",
-        stored.current_state.clone(),
-        want.current_state.clone(),
-    );
-    cmp(
-        "call_event_id",
-        stored.call_event_id.clone(),
-        want.call_event_id.clone(),
-    );
-    cmp(
-        "result_event_id",
-        o(&stored.result_event_id),
-        o(&want.result_event_id),
-    );
-    cmp(
-        "version",
-        stored.version.to_string(),
-        want.version.to_string(),
-    );
-    cmp(
-        "dispatch_event_id",
-        o(&stored.dispatch_event_id),
-        o(&want.dispatch_event_id),
-    );
-    out
+/// One column whose stored value differs from the value the log implies.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FieldDiff {
+    pub field: &'static str,
+    /// The stored value (`null`, a string or an integer).
+    pub stored: Value,
+    /// The value the rebuild from the log writes.
+    pub implied: Value,
 }
 
-fn journal_diffs(stored: &JournalRow, want: &JournalRow) -> Vec<String> {
-    let mut out = Vec::new();
-    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-    let pairs = [
-        (
-            "operation_id",
-            stored.operation_id.clone(),
-            want.operation_id.clone(),
-        ),
+impl FieldDiff {
+    fn describe(&self) -> String {
+        let show = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        format!(
+            "{}: stored `{}`, log implies `{}`",
+            self.field,
+            show(&self.stored),
+            show(&self.implied)
+        )
+    }
+}
+
+/// What kind of disagreement a [`ProjectionDiff`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffKind {
+    /// A dispatched operation has no `tool_operations` row.
+    OperationMissing,
+    /// The row exists; `fields` differ.
+    OperationMismatch,
+    /// A row with a dispatch that no dispatched operation of the log explains.
+    OperationExtra,
+    /// A journal row the rebuild writes is missing.
+    JournalMissing,
+    /// The journal row exists; `fields` differ.
+    JournalMismatch,
+    /// A journal row of the operation the rebuild does not write.
+    JournalExtra,
+}
+
+/// One disagreement between the stored tool projections and Maka's rebuild.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProjectionDiff {
+    pub kind: DiffKind,
+    pub session_id: Option<String>,
+    pub run_id: String,
+    pub operation_id: String,
+    pub tool_call_id: String,
+    /// For journal kinds: the journal row's id and state.
+    pub journal_event_id: Option<String>,
+    pub journal_state: Option<String>,
+    /// For extra rows: the stored row's tool name.
+    pub tool_name: Option<String>,
+    /// For mismatches: the differing columns, in table order.
+    pub fields: Vec<FieldDiff>,
+}
+
+fn text(s: &str) -> Value {
+    Value::from(s)
+}
+
+fn opt(v: &Option<String>) -> Value {
+    v.as_deref().map_or(Value::Null, Value::from)
+}
+
+fn field_diffs(stored: &OperationRow, want: &OperationRow) -> Vec<FieldDiff> {
+    let pairs: [(&'static str, Value, Value); 12] = [
         (
             "invocation_id",
-            stored.invocation_id.clone(),
-            want.invocation_id.clone(),
+            text(&stored.invocation_id),
+            text(&want.invocation_id),
         ),
-        ("run_id", stored.run_id.clone(), want.run_id.clone()),
-        ("turn_id", stored.turn_id.clone(), want.turn_id.clone()),
-        ("state", stored.state.clone(), want.state.clone()),
+        ("run_id", text(&stored.run_id), text(&want.run_id)),
+        ("turn_id", text(&stored.turn_id), text(&want.turn_id)),
         (
-            "runtime_event_id",
-            o(&stored.runtime_event_id),
-            o(&want.runtime_event_id),
+            "provider_tool_call_id",
+            text(&stored.provider_tool_call_id),
+            text(&want.provider_tool_call_id),
         ),
+        ("tool_name", text(&stored.tool_name), text(&want.tool_name)),
         (
             "canonical_args_hash",
-            o(&stored.canonical_args_hash),
-            o(&want.canonical_args_hash),
+            text(&stored.canonical_args_hash),
+            text(&want.canonical_args_hash),
         ),
         (
             "recovery_mode",
-            o(&stored.recovery_mode),
-            o(&want.recovery_mode),
+            text(&stored.recovery_mode),
+            text(&want.recovery_mode),
+        ),
+        (
+            "current_state",
+            text(&stored.current_state),
+            text(&want.current_state),
+        ),
+        (
+            "call_event_id",
+            text(&stored.call_event_id),
+            text(&want.call_event_id),
+        ),
+        (
+            "result_event_id",
+            opt(&stored.result_event_id),
+            opt(&want.result_event_id),
+        ),
+        (
+            "version",
+            Value::from(stored.version),
+            Value::from(want.version),
+        ),
+        (
+            "dispatch_event_id",
+            opt(&stored.dispatch_event_id),
+            opt(&want.dispatch_event_id),
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(field, stored, implied)| FieldDiff {
+            field,
+            stored,
+            implied,
+        })
+        .collect()
+}
+
+fn journal_diffs(stored: &JournalRow, want: &JournalRow) -> Vec<FieldDiff> {
+    let pairs: [(&'static str, Value, Value); 10] = [
+        (
+            "operation_id",
+            text(&stored.operation_id),
+            text(&want.operation_id),
+        ),
+        (
+            "invocation_id",
+            text(&stored.invocation_id),
+            text(&want.invocation_id),
+        ),
+        ("run_id", text(&stored.run_id), text(&want.run_id)),
+        ("turn_id", text(&stored.turn_id), text(&want.turn_id)),
+        ("state", text(&stored.state), text(&want.state)),
+        (
+            "runtime_event_id",
+            opt(&stored.runtime_event_id),
+            opt(&want.runtime_event_id),
+        ),
+        (
+            "canonical_args_hash",
+            opt(&stored.canonical_args_hash),
+            opt(&want.canonical_args_hash),
+        ),
+        (
+            "recovery_mode",
+            opt(&stored.recovery_mode),
+            opt(&want.recovery_mode),
         ),
         (
             "metadata_json",
-            o(&stored.metadata_json),
-            o(&want.metadata_json),
+            opt(&stored.metadata_json),
+            opt(&want.metadata_json),
         ),
         (
             "committed_at",
-            stored.committed_at.to_string(),
-            want.committed_at.to_string(),
+            Value::from(stored.committed_at),
+            Value::from(want.committed_at),
         ),
     ];
-    for (name, a, b) in pairs {
-        if a != b {
-            out.push(format!("{name}: stored `{a}`, log implies `{b}`"));
-        }
-    }
-    out
+    pairs
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(field, stored, implied)| FieldDiff {
+            field,
+            stored,
+            implied,
+        })
+        .collect()
 }
 
 /// Where the stored tool projections disagree with the rebuild from the log.
 /// Operations named in a scanner issue, or with recovery facts, are left out (Maka's
 /// rebuild refuses the first and interprets the second through its bundle rules).
-pub fn projection_findings(
+pub fn projection_diffs(
     scan: &ToolLedgerScan,
     stored_ops: &[OperationRow],
     stored_journal: &[JournalRow],
     commits: &HashMap<String, i64>,
-) -> Vec<Finding> {
+) -> Vec<ProjectionDiff> {
     let mut out = Vec::new();
     let stored: HashMap<&str, &OperationRow> = stored_ops
         .iter()
@@ -321,24 +392,23 @@ pub fn projection_findings(
         let Some(want) = expected_row(op) else {
             continue;
         };
-        let scope = |f: Finding| {
-            f.session(op.session_id.to_string())
-                .run(op.run_id.to_string())
-                .operation(op_id.clone())
-                .tool_call(op.tool_call_id.to_string())
+        let diff = |kind, journal: Option<&JournalRow>, fields| ProjectionDiff {
+            kind,
+            session_id: Some(op.session_id.to_string()),
+            run_id: op.run_id.to_string(),
+            operation_id: op_id.clone(),
+            tool_call_id: op.tool_call_id.to_string(),
+            journal_event_id: journal.map(|j| j.journal_event_id.clone()),
+            journal_state: journal.map(|j| j.state.clone()),
+            tool_name: None,
+            fields,
         };
         match stored.get(op_id.as_str()) {
-            None => out.push(scope(Finding::new(
-                "projection_operation_missing",
-                "dispatched operation has no tool_operations row".to_owned(),
-            ))),
+            None => out.push(diff(DiffKind::OperationMissing, None, Vec::new())),
             Some(row) => {
-                let diffs = field_diffs(row, &want);
-                if !diffs.is_empty() {
-                    out.push(scope(Finding::new(
-                        "projection_operation_mismatch",
-                        diffs.join("; "),
-                    )));
+                let fields = field_diffs(row, &want);
+                if !fields.is_empty() {
+                    out.push(diff(DiffKind::OperationMismatch, None, fields));
                 }
             }
         }
@@ -352,20 +422,11 @@ pub fn projection_findings(
                 .iter()
                 .find(|h| h.journal_event_id == w.journal_event_id)
             {
-                None => out.push(scope(Finding::new(
-                    "projection_journal_missing",
-                    format!(
-                        "journal row `{}` ({}) is missing",
-                        w.journal_event_id, w.state
-                    ),
-                ))),
+                None => out.push(diff(DiffKind::JournalMissing, Some(w), Vec::new())),
                 Some(h) => {
-                    let diffs = journal_diffs(h, w);
-                    if !diffs.is_empty() {
-                        out.push(scope(Finding::new(
-                            "projection_journal_mismatch",
-                            format!("journal row `{}`: {}", w.journal_event_id, diffs.join("; ")),
-                        )));
+                    let fields = journal_diffs(h, w);
+                    if !fields.is_empty() {
+                        out.push(diff(DiffKind::JournalMismatch, Some(w), fields));
                     }
                 }
             }
@@ -375,13 +436,7 @@ pub fn projection_findings(
                 .iter()
                 .any(|w| w.journal_event_id == h.journal_event_id)
             {
-                out.push(scope(Finding::new(
-                    "projection_journal_extra",
-                    format!(
-                        "journal row `{}` ({}) is not implied by the log",
-                        h.journal_event_id, h.state
-                    ),
-                )));
+                out.push(diff(DiffKind::JournalExtra, Some(h), Vec::new()));
             }
         }
     }
@@ -393,20 +448,74 @@ pub fn projection_findings(
         {
             continue;
         }
-        let mut f = Finding::new(
-            "projection_operation_extra",
-            format!(
-                "tool_operations row for `{}` has no dispatched operation in the log",
-                row.tool_name
-            ),
-        )
-        .run(row.run_id.clone())
-        .operation(row.operation_id.clone())
-        .tool_call(row.provider_tool_call_id.clone());
-        f.session_id = session_of_run.get(&row.run_id).cloned();
-        out.push(f);
+        out.push(ProjectionDiff {
+            kind: DiffKind::OperationExtra,
+            session_id: session_of_run.get(&row.run_id).cloned(),
+            run_id: row.run_id.clone(),
+            operation_id: row.operation_id.clone(),
+            tool_call_id: row.provider_tool_call_id.clone(),
+            journal_event_id: None,
+            journal_state: None,
+            tool_name: Some(row.tool_name.clone()),
+            fields: Vec::new(),
+        });
     }
     out
+}
+
+/// [`projection_diffs`] as findings.
+pub fn projection_findings(
+    scan: &ToolLedgerScan,
+    stored_ops: &[OperationRow],
+    stored_journal: &[JournalRow],
+    commits: &HashMap<String, i64>,
+) -> Vec<Finding> {
+    projection_diffs(scan, stored_ops, stored_journal, commits)
+        .into_iter()
+        .map(|d| {
+            let fields = || {
+                d.fields
+                    .iter()
+                    .map(FieldDiff::describe)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            };
+            let journal = d.journal_event_id.clone().unwrap_or_default();
+            let state = d.journal_state.clone().unwrap_or_default();
+            let (code, msg) = match d.kind {
+                DiffKind::OperationMissing => (
+                    "projection_operation_missing",
+                    "dispatched operation has no tool_operations row".to_owned(),
+                ),
+                DiffKind::OperationMismatch => ("projection_operation_mismatch", fields()),
+                DiffKind::JournalMissing => (
+                    "projection_journal_missing",
+                    format!("journal row `{journal}` ({state}) is missing"),
+                ),
+                DiffKind::JournalMismatch => (
+                    "projection_journal_mismatch",
+                    format!("journal row `{journal}`: {}", fields()),
+                ),
+                DiffKind::JournalExtra => (
+                    "projection_journal_extra",
+                    format!("journal row `{journal}` ({state}) is not implied by the log"),
+                ),
+                DiffKind::OperationExtra => (
+                    "projection_operation_extra",
+                    format!(
+                        "tool_operations row for `{}` has no dispatched operation in the log",
+                        d.tool_name.as_deref().unwrap_or_default()
+                    ),
+                ),
+            };
+            let mut f = Finding::new(code, msg)
+                .run(d.run_id.clone())
+                .operation(d.operation_id.clone())
+                .tool_call(d.tool_call_id.clone());
+            f.session_id = d.session_id.clone();
+            f
+        })
+        .collect()
 }
 
 /// Groups of re-used identities, from the duplicate issues of the scan.
