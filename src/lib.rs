@@ -17,5 +17,6 @@ pub mod findings;
 pub mod header;
 pub mod json;
 pub mod ledger;
+pub mod replay;
 pub mod report;
 pub mod scan;

@@ -3,6 +3,7 @@
 
 mod explain;
 mod printer;
+mod replay;
 mod scan;
 mod workspace;
 
@@ -129,6 +130,8 @@ pub enum Command {
     Doctor(DoctorCommand),
     /// Explain a finding code: what it means, why Maka cares, what to do
     Explain(explain::ExplainArgs),
+    /// Replay a session from its event log and show where the projections diverge
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,6 +145,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
     match cli.command {
         Command::Doctor(DoctorCommand::Scan(args)) => scan::run(&cli.global, &args, printer),
         Command::Explain(args) => explain::run(&args, printer),
+        Command::Replay(args) => replay::run(&cli.global, &args, printer),
     }
 }
 
