@@ -206,6 +206,7 @@ pub enum StepBody {
         tool_name: String,
         is_error: bool,
         result: Value,
+        #[serde(serialize_with = "js_number")]
         duration_ms: Option<f64>,
         lane: Lane,
         operation_id: Option<String>,
@@ -250,6 +251,11 @@ pub enum StepBody {
     Undecodable { message: String },
 }
 
+/// Numbers as JavaScript prints them (`1767780903320`, not `1767780903320.0`).
+fn js_number<S: serde::Serializer>(n: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    n.map(|x| Json::Number(x).to_serde()).serialize(s)
+}
+
 /// One step of a run's transcript.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Step {
@@ -259,6 +265,8 @@ pub struct Step {
     /// The event the step comes from (null for a partial snapshot).
     pub event_id: Option<String>,
     pub event_seq: Option<i64>,
+    /// The event's `ts` (ms).
+    #[serde(serialize_with = "js_number")]
     pub ts: Option<f64>,
     #[serde(flatten)]
     pub body: StepBody,

@@ -473,7 +473,12 @@ fn step_line(out: &mut dyn Write, p: &Paint, lead: &str, s: &Step, max: usize) -
             clip(text, max)
         ),
         StepBody::Assistant { text, thinking, .. } => {
-            let mut l = format!("{} {}", p.bold("assistant:"), clip(text, max));
+            let shown = if text.is_empty() {
+                p.dim("(no text)")
+            } else {
+                clip(text, max)
+            };
+            let mut l = format!("{} {}", p.bold("assistant:"), shown);
             if let Some(t) = thinking {
                 l.push_str(&format!(
                     "\n        {} {}",
