@@ -502,21 +502,20 @@ pub fn replay(rows: &SessionRows) -> Replay {
             events: Vec::new(),
         });
     }
-    let mut headerless: Vec<(i64, String)> = Vec::new();
+    let with_header: HashSet<String> = runs.iter().map(|r| r.run_id.clone()).collect();
+    let mut first_commit: HashMap<&str, i64> = HashMap::new();
     for e in &rows.events {
-        if !runs.iter().any(|r| r.run_id == e.run_id)
-            && !headerless.iter().any(|(_, r)| *r == e.run_id)
-        {
-            let first = rows
-                .events
-                .iter()
-                .filter(|x| x.run_id == e.run_id)
-                .map(|x| x.committed_at)
-                .min()
-                .unwrap_or_default();
-            headerless.push((first, e.run_id.clone()));
+        if !with_header.contains(&e.run_id) {
+            let t = first_commit
+                .entry(e.run_id.as_str())
+                .or_insert(e.committed_at);
+            *t = (*t).min(e.committed_at);
         }
     }
+    let mut headerless: Vec<(i64, String)> = first_commit
+        .into_iter()
+        .map(|(r, t)| (t, r.to_owned()))
+        .collect();
     headerless.sort();
     for (_, run_id) in headerless {
         runs.push(RunRows {
@@ -526,9 +525,14 @@ pub fn replay(rows: &SessionRows) -> Replay {
             events: Vec::new(),
         });
     }
+    let index: HashMap<String, usize> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.run_id.clone(), i))
+        .collect();
     for row in &rows.events {
-        if let Some(r) = runs.iter_mut().find(|r| r.run_id == row.run_id) {
-            r.events.push((row.event_seq, row, decode_row(row)));
+        if let Some(&i) = index.get(&row.run_id) {
+            runs[i].events.push((row.event_seq, row, decode_row(row)));
         }
     }
     for r in &mut runs {
@@ -705,6 +709,21 @@ pub fn replay(rows: &SessionRows) -> Replay {
         result_event_id: result.map(str::to_owned),
         status,
     };
+    let paired_by_call: HashMap<&str, &str> = strict
+        .paired
+        .iter()
+        .map(|p| (p.call_event_id.as_str(), p.result_event_id.as_str()))
+        .collect();
+    let open_calls: HashSet<&str> = strict
+        .calls_without_result
+        .iter()
+        .map(|u| u.event_id.as_str())
+        .collect();
+    let orphan_results: HashSet<&str> = strict
+        .results_without_call
+        .iter()
+        .map(|u| u.event_id.as_str())
+        .collect();
     for run in &mut out_runs {
         let mut pairs = Vec::new();
         for st in &run.steps {
@@ -715,15 +734,15 @@ pub fn replay(rows: &SessionRows) -> Replay {
                     ..
                 } => {
                     let id = st.event_id.as_deref().unwrap_or_default();
-                    if let Some(p) = strict.paired.iter().find(|p| p.call_event_id == id) {
+                    if let Some(result) = paired_by_call.get(id) {
                         pairs.push(pair_of(
                             Some(id),
-                            Some(&p.result_event_id),
+                            Some(result),
                             tool_call_id,
                             tool_name,
                             "paired",
                         ));
-                    } else if strict.calls_without_result.iter().any(|u| u.event_id == id) {
+                    } else if open_calls.contains(id) {
                         pairs.push(pair_of(
                             Some(id),
                             None,
@@ -739,7 +758,7 @@ pub fn replay(rows: &SessionRows) -> Replay {
                     ..
                 } => {
                     let id = st.event_id.as_deref().unwrap_or_default();
-                    if strict.results_without_call.iter().any(|u| u.event_id == id) {
+                    if orphan_results.contains(id) {
                         pairs.push(pair_of(
                             None,
                             Some(id),
@@ -1882,3 +1901,6 @@ fn supersession(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -1022,33 +1022,33 @@ fn sorted(v: &Value) -> Value {
 /// messages missing from the projection, and projected ones the cache lacks, each
 /// counted as a multiset.
 pub fn compare_with_cache(projected: &[Value], cached: &[Value]) -> (Vec<Value>, Vec<Value>) {
-    fn counts(ms: &[Value]) -> Vec<(String, usize)> {
-        let mut out: Vec<(String, usize)> = Vec::new();
+    /// Keys in first-seen order, with their counts.
+    fn counts(ms: &[Value]) -> (Vec<String>, HashMap<String, usize>) {
+        let mut order = Vec::new();
+        let mut n: HashMap<String, usize> = HashMap::new();
         for m in ms {
             if let Some(k) = semantic_key(m) {
-                match out.iter_mut().find(|(x, _)| *x == k) {
-                    Some((_, n)) => *n += 1,
-                    None => out.push((k, 1)),
+                let c = n.entry(k.clone()).or_default();
+                if *c == 0 {
+                    order.push(k);
                 }
+                *c += 1;
             }
         }
-        out
+        (order, n)
     }
-    let p = counts(projected);
-    let c = counts(cached);
-    let get = |list: &[(String, usize)], k: &str| {
-        list.iter().find(|(x, _)| x == k).map_or(0, |(_, n)| *n)
-    };
+    let (p_order, p) = counts(projected);
+    let (c_order, c) = counts(cached);
     let parse = |k: &str| serde_json::from_str(k).unwrap_or(Value::Null);
-    let missing = c
+    let missing = c_order
         .iter()
-        .filter(|(k, n)| get(&p, k) < *n)
-        .map(|(k, _)| parse(k))
+        .filter(|k| p.get(*k).copied().unwrap_or(0) < c[*k])
+        .map(|k| parse(k))
         .collect();
-    let unexpected = p
+    let unexpected = p_order
         .iter()
-        .filter(|(k, n)| get(&c, k) < *n)
-        .map(|(k, _)| parse(k))
+        .filter(|k| c.get(*k).copied().unwrap_or(0) < p[*k])
+        .map(|k| parse(k))
         .collect();
     (missing, unexpected)
 }

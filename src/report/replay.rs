@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::sanitize::sanitize;
 use super::RenderOpts;
-use crate::replay::{Divergence, Note, Replay, RunReplay, Step, StepBody};
+use crate::replay::{Divergence, Note, Replay, RunReplay, Step, StepBody, Supersession};
 
 /// Output format of `replay`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,30 +196,26 @@ fn text(out: &mut dyn Write, r: &Replay, opts: &RenderOpts) -> io::Result<()> {
     )?;
     for run in &r.runs {
         writeln!(out)?;
-        run_block(out, &p, run, width)?;
+        let groups: Vec<&Supersession> = r
+            .supersession
+            .iter()
+            .filter(|g| g.run_id == run.run_id)
+            .collect();
+        run_block(out, &p, run, &groups, width)?;
     }
-    if !r.divergences.is_empty() || !r.notes.is_empty() || !r.supersession.is_empty() {
+    let stray: Vec<&Supersession> = r
+        .supersession
+        .iter()
+        .filter(|g| !r.runs.iter().any(|run| run.run_id == g.run_id))
+        .collect();
+    if !r.divergences.is_empty() || !r.notes.is_empty() || !stray.is_empty() {
         writeln!(out)?;
         writeln!(out, "{}", p.bold("session"))?;
         for d in &r.divergences {
             writeln!(out, "{}", divergence_line(&p, "  ", d))?;
         }
-        for g in &r.supersession {
-            writeln!(
-                out,
-                "  {} {} `{}` re-used by {}; tool_operations keeps {}, model context keeps {}",
-                p.cyan("supersession"),
-                sanitize(&g.kind),
-                sanitize(
-                    g.tool_call_id
-                        .as_deref()
-                        .or(g.operation_id.as_deref())
-                        .unwrap_or("?")
-                ),
-                sanitize(&g.event_ids.join(", ")),
-                sanitize(g.kept.tool_operations.as_deref().unwrap_or("none")),
-                sanitize(g.kept.model_context.as_deref().unwrap_or("none"))
-            )?;
+        for g in stray {
+            writeln!(out, "{}", supersession_line(&p, "  ", g))?;
         }
         for n in &r.notes {
             writeln!(out, "{}", note_line(&p, "  ", n))?;
@@ -250,7 +246,37 @@ fn text(out: &mut dyn Write, r: &Replay, opts: &RenderOpts) -> io::Result<()> {
     }
 }
 
-fn run_block(out: &mut dyn Write, p: &Paint, run: &RunReplay, width: usize) -> io::Result<()> {
+/// Which occurrence of a re-used id each projection kept.
+fn supersession_line(p: &Paint, indent: &str, g: &Supersession) -> String {
+    let kept = |x: Option<&str>| sanitize(x.unwrap_or("none"));
+    format!(
+        "{indent}{} {} `{}` occurs as {}; tool_operations keeps {}, transcript shows {}, model context keeps {}",
+        p.cyan("re-used"),
+        sanitize(&g.kind),
+        sanitize(
+            g.tool_call_id
+                .as_deref()
+                .or(g.operation_id.as_deref())
+                .unwrap_or("?")
+        ),
+        sanitize(&g.event_ids.join(", ")),
+        kept(g.kept.tool_operations.as_deref()),
+        if g.kept.transcript.is_empty() {
+            "none".to_owned()
+        } else {
+            sanitize(&g.kept.transcript.join(", "))
+        },
+        kept(g.kept.model_context.as_deref())
+    )
+}
+
+fn run_block(
+    out: &mut dyn Write,
+    p: &Paint,
+    run: &RunReplay,
+    groups: &[&Supersession],
+    width: usize,
+) -> io::Result<()> {
     let max = width.saturating_sub(12).max(40);
     let status = run.status.as_deref().unwrap_or("unknown");
     let class = run.classification.as_deref().unwrap_or("unreadable");
@@ -302,6 +328,21 @@ fn run_block(out: &mut dyn Write, p: &Paint, run: &RunReplay, width: usize) -> i
             .collect()
     };
     let by_event = |id: &str| run.steps.iter().find(|s| s.event_id.as_deref() == Some(id));
+    // A re-used id is shown after its last occurrence that has a step.
+    let anchor_of = |g: &Supersession| -> Option<String> {
+        g.event_ids
+            .iter()
+            .rev()
+            .find(|e| step_events.contains(e.as_str()))
+            .cloned()
+    };
+    let reused_at = |ids: &[&str]| -> Vec<&Supersession> {
+        groups
+            .iter()
+            .copied()
+            .filter(|g| anchor_of(g).is_some_and(|a| ids.contains(&a.as_str())))
+            .collect()
+    };
     let nested_results: HashSet<&str> = run
         .steps
         .iter()
@@ -363,7 +404,7 @@ fn run_block(out: &mut dyn Write, p: &Paint, run: &RunReplay, width: usize) -> i
                 };
                 writeln!(
                     out,
-                    "        {} {} {} {}",
+                    "{lead}    {} {} {} {}",
                     p.cyan(&format!("↳ {}", sanitize(tool_name))),
                     clip(&compact(args), max.saturating_sub(40)),
                     p.dim(&format!("[{}]", sanitize(tool_call_id))),
@@ -376,11 +417,18 @@ fn run_block(out: &mut dyn Write, p: &Paint, run: &RunReplay, width: usize) -> i
                 for d in inline(&ids) {
                     writeln!(out, "{}", divergence_line(p, "          ", d))?;
                 }
+                for g in reused_at(&ids) {
+                    writeln!(out, "{}", supersession_line(p, "          ", g))?;
+                }
                 match result_event_id.as_deref().and_then(by_event) {
                     Some(res) => {
                         result_line(out, p, "          ", res, max)?;
-                        for d in inline(&[res.event_id.as_deref().unwrap_or_default()]) {
+                        let rid = [res.event_id.as_deref().unwrap_or_default()];
+                        for d in inline(&rid) {
                             writeln!(out, "{}", divergence_line(p, "            ", d))?;
+                        }
+                        for g in reused_at(&rid) {
+                            writeln!(out, "{}", supersession_line(p, "            ", g))?;
                         }
                     }
                     None => writeln!(out, "          {}", p.red("→ no result"))?,
@@ -403,6 +451,12 @@ fn run_block(out: &mut dyn Write, p: &Paint, run: &RunReplay, width: usize) -> i
         for d in inline(&[id]) {
             writeln!(out, "{}", divergence_line(p, "        ", d))?;
         }
+        for g in reused_at(&[id]) {
+            writeln!(out, "{}", supersession_line(p, "        ", g))?;
+        }
+    }
+    for g in groups.iter().filter(|g| anchor_of(g).is_none()) {
+        writeln!(out, "{}", supersession_line(p, "  ", g))?;
     }
     for d in run.divergences.iter().filter(|d| {
         d.event_id
