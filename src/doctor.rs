@@ -77,7 +77,43 @@ pub fn scan_workspace(
         },
         schema,
     };
-    Ok(walker.finish(tables))
+    let mut report = walker.finish(tables);
+    fill_identical(ws, &mut report)?;
+    Ok(report)
+}
+
+/// Decides for each supersession group whether its occurrences carry the same fact (a
+/// retry with a fresh id) or differ. Reads only the few payloads involved.
+fn fill_identical(ws: &Workspace, report: &mut ScanReport) -> Result<(), DbError> {
+    for group in &mut report.supersession {
+        let ids: Vec<String> = group
+            .occurrences
+            .iter()
+            .map(|o| o.event_id.clone())
+            .collect();
+        let payloads = ws.payloads_of(&ids)?;
+        let facts: Vec<Option<String>> = ids
+            .iter()
+            .map(|id| payloads.get(id).and_then(|p| fact_without_identity(p)))
+            .collect();
+        group.identical = if facts.iter().all(Option::is_some) {
+            Some(facts.windows(2).all(|w| w[0] == w[1]))
+        } else {
+            None
+        };
+    }
+    Ok(())
+}
+
+/// The canonical text of an event without its `id` and `ts`: what a retry repeats.
+fn fact_without_identity(payload: &str) -> Option<String> {
+    let event = crate::event::decode_event_text(payload).ok()?;
+    let mut json = crate::event::event_to_json(&event);
+    if let crate::json::Json::Object(o) = &mut json {
+        o.remove("id");
+        o.remove("ts");
+    }
+    crate::json::stable_stringify(&json).ok()
 }
 
 /// Opens `db` read-only and scans it.

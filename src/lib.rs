@@ -13,6 +13,7 @@ pub mod cli;
 pub mod db;
 pub mod doctor;
 pub mod event;
+pub mod expect;
 pub mod findings;
 pub mod header;
 pub mod json;

@@ -222,3 +222,42 @@ fn healthy_workspace_has_no_findings_and_an_open_gate() {
     assert!(report.findings.is_empty(), "{:?}", report.findings);
     assert!(!report.maka_gate.tool_writes_refused);
 }
+
+#[test]
+fn duplicates_form_supersession_groups_with_the_kept_occurrence() {
+    for (name, kind, identical) in [
+        ("damage-duplicate-call", "call", false),
+        ("damage-duplicate-dispatch", "dispatch", true),
+        ("damage-duplicate-response", "response", false),
+    ] {
+        let dir = Path::new("fixtures").join(name);
+        let report = scan_path(
+            &dir.join("runtime.sqlite"),
+            ScanOptions::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(report.supersession.len(), 1, "{name}");
+        let g = &report.supersession[0];
+        assert_eq!(g.kind, kind);
+        assert_eq!(g.identical, Some(identical), "{name}");
+        assert_eq!(g.occurrences.len(), 2);
+        // The duplicate is the scanner's issue; the projection keeps the first occurrence.
+        assert_eq!(
+            g.occurrences[1].event_id,
+            report.issues[0].event_id.to_string()
+        );
+        assert_eq!(
+            g.projection_keeps.as_deref(),
+            Some(g.occurrences[0].event_id.as_str()),
+            "{name}"
+        );
+    }
+    let healthy = scan_path(
+        Path::new("fixtures/healthy/runtime.sqlite"),
+        ScanOptions::default(),
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert!(healthy.supersession.is_empty());
+}

@@ -191,3 +191,127 @@ fn terminal_vectors() {
         failures.join("\n")
     );
 }
+
+fn open_fixture(dir: &std::path::Path) -> Result<rusqlite::Connection, String> {
+    use rusqlite::OpenFlags;
+    let uri = format!(
+        "file:{}?mode=ro&immutable=1",
+        dir.join("runtime.sqlite").display()
+    );
+    rusqlite::Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The run as Maka reads it: immutable rows in `event_seq` order, then its partial
+/// snapshots (their position does not matter to classification or the flags).
+fn fixture_run_events(
+    db: &rusqlite::Connection,
+    session: &str,
+    run: &str,
+) -> Result<Vec<RuntimeEvent>, String> {
+    let mut events = Vec::new();
+    for sql in [
+        "SELECT payload_json FROM runtime_events WHERE session_id = ?1 AND run_id = ?2 \
+         ORDER BY event_seq",
+        "SELECT payload_json FROM runtime_partial_snapshots WHERE session_id = ?1 AND run_id = ?2",
+    ] {
+        let mut stmt = db.prepare(sql).map_err(|e| e.to_string())?;
+        let payloads = stmt
+            .query_map([session, run], |r| r.get::<_, String>(0))
+            .map_err(|e| e.to_string())?;
+        for payload in payloads {
+            let payload = payload.map_err(|e| e.to_string())?;
+            events.push(decode_event_text(&payload).map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(events)
+}
+
+fn fixture_header(
+    db: &rusqlite::Connection,
+    session: &str,
+    run: &str,
+) -> Result<RunHeaderView, String> {
+    let record: String = db
+        .query_row(
+            "SELECT record_json FROM core_agent_runs WHERE session_id = ?1 AND run_id = ?2",
+            [session, run],
+            |r| r.get(0),
+        )
+        .map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_str(&record).map_err(|e| e.to_string())?;
+    header_view(&v)
+}
+
+fn check_fixture_runs(dir: &std::path::Path) -> Result<usize, String> {
+    let verdict: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("verdict.json")).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let db = open_fixture(dir)?;
+    let mut checked = 0;
+    for run in verdict["runs"].as_array().ok_or("no runs")? {
+        // Runs Maka cannot read (an undecodable row) have no classification.
+        let Some(expected_kind) = run["terminalLedgerClassification"].as_str() else {
+            continue;
+        };
+        let session = run["sessionId"].as_str().ok_or("no sessionId")?;
+        let run_id = run["runId"].as_str().ok_or("no runId")?;
+        let header = fixture_header(&db, session, run_id)?;
+        let events = fixture_run_events(&db, session, run_id)?;
+        let c = classify_terminal_ledger(&header, &events);
+        let v = terminal_verdict(&header, &events);
+        let got = json!({
+            "kind": c.kind.as_str(),
+            "terminalEventIds": ids(&c.terminal_event_ids),
+            "hasTerminalRuntimeEvent": v.has_terminal_runtime_event,
+            "stuckRunning": v.stuck_running,
+            "headerTerminalWithoutEvent": v.header_terminal_without_event,
+            "eventTerminalButHeaderOpen": v.event_terminal_but_header_open,
+        });
+        let want = json!({
+            "kind": expected_kind,
+            "terminalEventIds": run["terminalEventIds"],
+            "hasTerminalRuntimeEvent": run["hasTerminalRuntimeEvent"],
+            "stuckRunning": run["stuckRunning"],
+            "headerTerminalWithoutEvent": run["headerTerminalWithoutEvent"],
+            "eventTerminalButHeaderOpen": run["eventTerminalButHeaderOpen"],
+        });
+        if got != want {
+            return Err(format!("run {run_id}: {got}, Maka {want}"));
+        }
+        checked += 1;
+    }
+    Ok(checked)
+}
+
+/// The real fixture workspaces: every readable run classifies as Maka's verdict says.
+#[test]
+fn fixture_workspaces_run_classification() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut dirs: Vec<_> = std::fs::read_dir(&root)
+        .expect("fixtures directory")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("verdict.json").is_file() && p.join("runtime.sqlite").is_file())
+        .collect();
+    dirs.sort();
+    let mut failures = Vec::new();
+    let mut runs = 0;
+    for dir in &dirs {
+        match check_fixture_runs(dir) {
+            Ok(n) => runs += n,
+            Err(e) => failures.push(format!("{}: {e}", dir.display())),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} fixtures fail:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert!(runs >= 60, "only {runs} runs checked");
+}

@@ -1,6 +1,7 @@
 //! Command-line interface: argument definitions (the help text is the documentation)
 //! and the dispatch from commands to the core.
 
+mod completions;
 mod explain;
 mod printer;
 mod replay;
@@ -130,6 +131,8 @@ pub enum Command {
     Doctor(DoctorCommand),
     /// Explain a finding code: what it means, why Maka cares, what to do
     Explain(explain::ExplainArgs),
+    /// Print a shell completion script
+    Completions(completions::CompletionsArgs),
     /// Replay a session from its event log and show where the projections diverge
     Replay(replay::ReplayArgs),
 }
@@ -145,6 +148,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
     match cli.command {
         Command::Doctor(DoctorCommand::Scan(args)) => scan::run(&cli.global, &args, printer),
         Command::Explain(args) => explain::run(&args, printer),
+        Command::Completions(args) => completions::run(&args, printer),
         Command::Replay(args) => replay::run(&cli.global, &args, printer),
     }
 }

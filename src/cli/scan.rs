@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
 use crate::doctor::{scan_path, ScanOptions};
+use crate::expect::{compare, ExpectFile, ExpectationsReport};
 use crate::findings::Severity;
 use crate::report::scan::{render_scan, scan_json};
 use crate::report::Format;
@@ -55,6 +56,18 @@ pub struct ScanArgs {
     /// Also run SQLite's full-file `PRAGMA quick_check` (as slow as the scan itself)
     #[arg(long)]
     pub integrity: bool,
+    /// Compare the findings with an expectations file; exit 0 only on an exact match
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["baseline", "expect_beside"])]
+    pub expect: Option<PathBuf>,
+    /// Use `<workspace>/wsledger-expect.json` beside each workspace as its expectations
+    #[arg(long, conflicts_with = "baseline")]
+    pub expect_beside: bool,
+    /// Write the current findings as an expectations file and exit 0
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["expect", "baseline", "expect_beside"])]
+    pub write_expect: Option<PathBuf>,
+    /// Accept the findings listed in FILE (expectations format); only new ones fail
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
 }
 
 struct Outcome {
@@ -139,18 +152,88 @@ fn scan_one(
     let mut report = result?;
     filter(&mut report, args);
     let fail_on: Severity = args.fail_on.into();
-    let failed = report.findings.iter().any(|f| f.severity >= fail_on);
+    let mut status = if report.findings.iter().any(|f| f.severity >= fail_on) {
+        ExitStatus::Findings
+    } else {
+        ExitStatus::Success
+    };
+    if let Some(path) = &args.write_expect {
+        let text = ExpectFile::from_findings(&report.findings).to_text();
+        std::fs::write(path, text).map_err(|e| {
+            CliError::new(
+                format!("cannot write expectations file `{}`: {e}", path.display()),
+                "check that the directory exists and is writable",
+            )
+        })?;
+        printer.note(&format!(
+            "wrote {} expected finding(s) to {}",
+            report.findings.len(),
+            path.display()
+        ));
+        status = ExitStatus::Success;
+    }
+    let source = match (&args.expect, args.expect_beside, &args.baseline) {
+        (Some(f), _, _) => Some((f.clone(), "expect")),
+        (None, true, _) => Some((beside(input, &db), "expect")),
+        (None, false, Some(f)) => Some((f.clone(), "baseline")),
+        _ => None,
+    };
+    if let Some((file, mode)) = source {
+        let text = std::fs::read_to_string(&file).map_err(|e| {
+            CliError::new(
+                format!("cannot read expectations file `{}`: {e}", file.display()),
+                "create it with `wsledger doctor scan --write-expect FILE`",
+            )
+        })?;
+        let expected = ExpectFile::parse(&text).map_err(|e| {
+            CliError::new(
+                format!(
+                    "`{}` is not a wsledger expectations file: {e}",
+                    file.display()
+                ),
+                "regenerate it with `wsledger doctor scan --write-expect FILE`",
+            )
+        })?;
+        let cmp = compare(&report.findings, &expected.findings);
+        // With expectations the comparison alone decides the status.
+        let matched = if mode == "baseline" {
+            cmp.new.is_empty()
+        } else {
+            cmp.matches()
+        };
+        status = if matched {
+            ExitStatus::Success
+        } else {
+            ExitStatus::Findings
+        };
+        report.expectations = Some(ExpectationsReport {
+            file: file.display().to_string(),
+            mode,
+            matched,
+            missing: if mode == "baseline" {
+                Vec::new()
+            } else {
+                cmp.missing
+            },
+            new: cmp.new,
+        });
+    }
     let min: Severity = args.min_severity.into();
     report.findings.retain(|f| f.severity >= min);
     report.recount();
-    Ok((
-        report,
-        if failed {
-            ExitStatus::Findings
-        } else {
-            ExitStatus::Success
-        },
-    ))
+    Ok((report, status))
+}
+
+/// `<workspace>/wsledger-expect.json`: beside the database when a file was named.
+fn beside(input: Option<&std::path::Path>, db: &std::path::Path) -> PathBuf {
+    let dir = match input {
+        Some(p) if p.is_dir() => p.to_path_buf(),
+        _ => db
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default(),
+    };
+    dir.join("wsledger-expect.json")
 }
 
 /// Keeps the findings of `--session` / `--run` (the gate stays workspace-wide).

@@ -464,6 +464,23 @@ impl Workspace {
         rows.collect::<Result<Vec<_>, _>>().map_err(e)
     }
 
+    /// `payload_json` of the given events (those that exist).
+    pub fn payloads_of(&self, ids: &[String]) -> Result<BTreeMap<String, String>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT payload_json FROM runtime_events WHERE event_id = ?1")
+            .map_err(e)?;
+        let mut out = BTreeMap::new();
+        for id in ids {
+            let mut rows = stmt.query([id]).map_err(e)?;
+            if let Some(r) = rows.next().map_err(e)? {
+                out.insert(id.clone(), text(r, 0).map_err(e)?);
+            }
+        }
+        Ok(out)
+    }
+
     /// Whether a table exists.
     pub fn has_table(&self, name: &str) -> Result<bool, DbError> {
         let n: i64 = self

@@ -369,15 +369,37 @@ impl FromIterator<(JsStr, Json)> for JsObject {
     }
 }
 
-/// Builds an object with JavaScript's duplicate-key rule (first position, last value)
-/// in linear time: small objects scan, larger ones keep a hash index.
+/// Builds an object with JavaScript's duplicate-key rule (first position, last value).
 #[derive(Default)]
 pub(crate) struct ObjectBuilder {
     entries: Vec<(JsStr, Json)>,
+    keys: KeySet,
+}
+
+impl ObjectBuilder {
+    pub(crate) fn insert(&mut self, key: JsStr, value: Json) {
+        self.keys.insert(&mut self.entries, 0, key, value);
+    }
+
+    pub(crate) fn finish(self) -> JsObject {
+        JsObject {
+            entries: self.entries,
+        }
+    }
+}
+
+/// The keys of one object whose entries are `entries[start..]`, for JavaScript's
+/// duplicate-key rule in linear time. A 64-bit Bloom filter on a cheap key hash spares
+/// the scan for keys that are certainly new; past a few dozen keys a hash index
+/// replaces the scan.
+#[derive(Default)]
+pub(crate) struct KeySet {
+    bloom: u64,
     index: Option<Box<KeyIndex>>,
 }
 
-/// Hash of a key → first entry with that hash; `next` chains entries with equal hashes.
+/// Hash of a key → first entry (relative to the object's start) with that hash;
+/// `next` chains entries with equal hashes.
 struct KeyIndex {
     state: std::collections::hash_map::RandomState,
     heads: std::collections::HashMap<u64, usize>,
@@ -385,7 +407,7 @@ struct KeyIndex {
 }
 
 const NO_ENTRY: usize = usize::MAX;
-const INDEX_THRESHOLD: usize = 12;
+const INDEX_THRESHOLD: usize = 32;
 
 impl KeyIndex {
     fn hash(&self, key: &JsStr) -> u64 {
@@ -400,44 +422,68 @@ impl KeyIndex {
     }
 }
 
-impl ObjectBuilder {
-    pub(crate) fn insert(&mut self, key: JsStr, value: Json) {
+/// One bit of 64 chosen from the key's length and three of its bytes.
+fn bloom_bit(key: &JsStr) -> u64 {
+    let b = key.as_wtf8();
+    let n = b.len();
+    let h = match n {
+        0 => 0,
+        _ => {
+            (n as u64)
+                ^ (u64::from(b[0]) << 8)
+                ^ (u64::from(b[n / 2]) << 16)
+                ^ (u64::from(b[n - 1]) << 24)
+        }
+    };
+    1 << (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58)
+}
+
+impl KeySet {
+    /// Adds `key: value` to the object held in `entries[start..]`: an existing key
+    /// takes the new value in place, a new key is appended.
+    pub(crate) fn insert(
+        &mut self,
+        entries: &mut Vec<(JsStr, Json)>,
+        start: usize,
+        key: JsStr,
+        value: Json,
+    ) {
         if let Some(index) = self.index.as_deref_mut() {
             let h = index.hash(&key);
             let mut i = index.heads.get(&h).copied().unwrap_or(NO_ENTRY);
             while i != NO_ENTRY {
-                if self.entries[i].0 == key {
-                    self.entries[i].1 = value;
+                let slot = &mut entries[start + i];
+                if slot.0 == key {
+                    slot.1 = value;
                     return;
                 }
                 i = index.next[i];
             }
-            index.add(h, self.entries.len());
-            self.entries.push((key, value));
+            index.add(h, entries.len() - start);
+            entries.push((key, value));
             return;
         }
-        if let Some(slot) = self.entries.iter_mut().find(|(k, _)| *k == key) {
-            slot.1 = value;
-            return;
+        let bit = bloom_bit(&key);
+        if self.bloom & bit != 0 {
+            if let Some(slot) = entries[start..].iter_mut().find(|(k, _)| *k == key) {
+                slot.1 = value;
+                return;
+            }
         }
-        self.entries.push((key, value));
-        if self.entries.len() >= INDEX_THRESHOLD {
+        self.bloom |= bit;
+        entries.push((key, value));
+        let len = entries.len() - start;
+        if len >= INDEX_THRESHOLD {
             let mut index = KeyIndex {
                 state: Default::default(),
-                heads: std::collections::HashMap::with_capacity(self.entries.len() * 2),
-                next: Vec::with_capacity(self.entries.len() * 2),
+                heads: std::collections::HashMap::with_capacity(len * 2),
+                next: Vec::with_capacity(len * 2),
             };
-            for (pos, (k, _)) in self.entries.iter().enumerate() {
+            for (pos, (k, _)) in entries[start..].iter().enumerate() {
                 let h = index.hash(k);
                 index.add(h, pos);
             }
             self.index = Some(Box::new(index));
-        }
-    }
-
-    pub(crate) fn finish(self) -> JsObject {
-        JsObject {
-            entries: self.entries,
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `JSON.parse` with JavaScript's rules, without recursion on the thread stack.
 
-use super::{JsObject, JsStr, Json, ObjectBuilder};
+use super::{JsObject, JsStr, Json, KeySet};
 
 /// Why a text is not JSON (the position is a byte offset into the text).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,11 +24,19 @@ pub fn parse(text: &str) -> Result<Json, ParseError> {
 }
 
 /// An array or object still being read. Open containers live here, on the heap, not
-/// on the thread stack.
+/// on the thread stack. Their elements so far sit at the end of the parser's shared
+/// `values` / `entries` stacks from `start` on, so each finished container is
+/// allocated once, at its exact size.
 enum Frame {
-    Array(Vec<Json>),
-    /// The entries so far and the key whose value is being read.
-    Object(ObjectBuilder, JsStr),
+    Array {
+        start: usize,
+    },
+    /// `key` is the key whose value is being read.
+    Object {
+        start: usize,
+        key: JsStr,
+        keys: KeySet,
+    },
 }
 
 struct Parser<'a> {
@@ -52,6 +60,32 @@ static STRING_STOP: [bool; 256] = {
     t
 };
 
+/// The first position at or after `from` holding a `STRING_STOP` byte. Reads eight
+/// bytes at a time: long plain strings are the bulk of stored payload bytes.
+#[inline]
+fn find_string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // Sets the high bit of the first byte of `v` that is zero (later bits may be false
+    // positives, so only the lowest one is used).
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let mut i = from;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let found = zero_byte(x ^ (ONES * u64::from(b'"')))
+            | zero_byte(x ^ (ONES * u64::from(b'\\')))
+            | (x.wrapping_sub(ONES * 0x20) & !x & HIGH);
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    bytes[i..]
+        .iter()
+        .position(|&b| STRING_STOP[b as usize])
+        .map(|n| i + n)
+}
+
 fn is_json_ws(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
@@ -59,6 +93,8 @@ fn is_json_ws(b: u8) -> bool {
 impl Parser<'_> {
     fn run(mut self) -> Result<Json, ParseError> {
         let mut stack: Vec<Frame> = Vec::new();
+        let mut values: Vec<Json> = Vec::new();
+        let mut entries: Vec<(JsStr, Json)> = Vec::new();
         'value: loop {
             self.skip_ws();
             let mut value = match self.bytes.get(self.pos) {
@@ -71,7 +107,12 @@ impl Parser<'_> {
                         Json::Object(JsObject::new())
                     } else {
                         let key = self.parse_key()?;
-                        stack.push(Frame::Object(ObjectBuilder::default(), key));
+                        let start = entries.len();
+                        stack.push(Frame::Object {
+                            start,
+                            key,
+                            keys: KeySet::default(),
+                        });
                         continue 'value;
                     }
                 }
@@ -82,7 +123,9 @@ impl Parser<'_> {
                         self.pos += 1;
                         Json::Array(Vec::new())
                     } else {
-                        stack.push(Frame::Array(Vec::new()));
+                        stack.push(Frame::Array {
+                            start: values.len(),
+                        });
                         continue 'value;
                     }
                 }
@@ -107,8 +150,9 @@ impl Parser<'_> {
                     return Ok(value);
                 };
                 match top {
-                    Frame::Array(items) => {
-                        items.push(value);
+                    Frame::Array { start } => {
+                        let start = *start;
+                        values.push(value);
                         self.skip_ws();
                         match self.bytes.get(self.pos) {
                             Some(b',') => {
@@ -117,16 +161,15 @@ impl Parser<'_> {
                             }
                             Some(b']') => {
                                 self.pos += 1;
-                                let Some(Frame::Array(items)) = stack.pop() else {
-                                    unreachable!("top frame is an array")
-                                };
-                                value = Json::Array(items);
+                                stack.pop();
+                                value = Json::Array(values.drain(start..).collect());
                             }
                             _ => return Err(self.unexpected()),
                         }
                     }
-                    Frame::Object(entries, key) => {
-                        entries.insert(std::mem::take(key), value);
+                    Frame::Object { start, key, keys } => {
+                        let start = *start;
+                        keys.insert(&mut entries, start, std::mem::take(key), value);
                         self.skip_ws();
                         match self.bytes.get(self.pos) {
                             Some(b',') => {
@@ -137,10 +180,10 @@ impl Parser<'_> {
                             }
                             Some(b'}') => {
                                 self.pos += 1;
-                                let Some(Frame::Object(entries, _)) = stack.pop() else {
-                                    unreachable!("top frame is an object")
-                                };
-                                value = Json::Object(entries.finish());
+                                stack.pop();
+                                value = Json::Object(JsObject {
+                                    entries: entries.drain(start..).collect(),
+                                });
                             }
                             _ => return Err(self.unexpected()),
                         }
@@ -207,8 +250,8 @@ impl Parser<'_> {
     fn parse_string(&mut self) -> Result<JsStr, ParseError> {
         let bytes = self.bytes;
         let start = self.pos;
-        let mut i = match bytes[start..].iter().position(|&b| STRING_STOP[b as usize]) {
-            Some(n) => start + n,
+        let mut i = match find_string_stop(bytes, start) {
+            Some(n) => n,
             None => {
                 self.pos = bytes.len();
                 return Err(self.error("Unterminated string in JSON"));
@@ -278,8 +321,8 @@ impl Parser<'_> {
                 }
             }
             let run = i;
-            match bytes[i..].iter().position(|&b| STRING_STOP[b as usize]) {
-                Some(n) => i += n,
+            match find_string_stop(bytes, i) {
+                Some(n) => i = n,
                 None => {
                     self.pos = bytes.len();
                     return Err(self.error("Unterminated string in JSON"));
@@ -623,6 +666,37 @@ mod tests {
         // Errors deep inside must not leak a deep structure onto the stack either.
         let bad = "[{\"a\":".repeat(DEPTH) + "x";
         assert!(parse(&bad).is_err());
+    }
+
+    #[test]
+    fn string_stop_scan_agrees_with_bytewise_scan() {
+        // Every stop byte at every offset and alignment, among bytes that must not stop
+        // the scan (including UTF-8 lead/continuation bytes and 0x20, 0x7F, 0xFF).
+        let fillers = [
+            b'a', b' ', 0x7F, 0x80, 0xBF, 0xC3, 0xE2, 0xFF, b'!', b'#', b'[', b']',
+        ];
+        let stops: Vec<u8> = (0u8..0x20).chain([b'"', b'\\']).collect();
+        for len in 0..40 {
+            for &filler in &fillers {
+                let mut buf = vec![filler; len];
+                assert_eq!(find_string_stop(&buf, 0), None);
+                for pos in 0..len {
+                    for &stop in &stops {
+                        buf[pos] = stop;
+                        for from in 0..=pos {
+                            assert_eq!(find_string_stop(&buf, from), Some(pos));
+                        }
+                        // A later stop does not hide this one.
+                        if pos + 3 < len {
+                            buf[pos + 3] = b'"';
+                            assert_eq!(find_string_stop(&buf, 0), Some(pos));
+                            buf[pos + 3] = filler;
+                        }
+                        buf[pos] = filler;
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -304,8 +304,6 @@ pub struct ResponseFacts {
     pub event_id: JsStr,
     /// `content.isError`, when present.
     pub is_error: Option<bool>,
-    /// `refs.operationId` of the response, when present (T1 outcomes carry it).
-    pub refs_operation_id: Option<JsStr>,
 }
 
 /// One operation of the scan (Maka's `ToolLedgerScanOperation`), as compact facts.
@@ -841,7 +839,6 @@ impl ToolLedgerScanner {
         let facts = ResponseFacts {
             event_id: event.id.clone(),
             is_error: *is_error,
-            refs_operation_id: refs_operation_id.clone(),
         };
         let pending = PendingResponse {
             event_id: event.id.clone(),
@@ -1623,6 +1620,62 @@ mod tests {
         assert_eq!(
             codes(&scan),
             vec![issue("event_order_conflict", "d1", Some(OP), Some("tc1"))]
+        );
+        // Right refs, but the response's execution identity differs from the dispatch's.
+        let mut r = resp("r1", "tc1", "Write", Some(refs(Some(OP), Some("tc1"))));
+        r.turn_id = s("T-other");
+        let events = vec![
+            call("c1", "tc1", "Write", a.clone()),
+            r,
+            disp_for("d1", OP, "tc1", "Write", &a),
+        ];
+        let scan = scan_tool_ledger(&events);
+        assert_eq!(
+            codes(&scan),
+            vec![
+                issue("invocation_identity_conflict", "r1", None, None),
+                issue("identity_conflict", "r1", None, Some("tc1")),
+                issue("event_order_conflict", "d1", Some(OP), Some("tc1")),
+                issue("identity_conflict", "r1", Some(OP), Some("tc1")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_late_call_becomes_the_identity_responses_are_compared_with() {
+        let mut c = call("c1", "tc1", "Write", args(&[]));
+        c.turn_id = s("T2");
+        let mut r = resp("r1", "tc1", "Write", Some(refs(Some(OP), Some("tc1"))));
+        r.turn_id = s("T2");
+        let events = vec![disp("d1", OP, "tc1", "Write", "h"), c, r];
+        let scan = scan_tool_ledger(&events);
+        assert_eq!(
+            codes(&scan),
+            vec![
+                issue("event_order_conflict", "d1", Some(OP), Some("tc1")),
+                issue("invocation_identity_conflict", "c1", None, None),
+                issue("invocation_identity_conflict", "r1", None, None),
+            ]
+        );
+        assert_eq!(*scan.operations[0].turn_id, s("T2"));
+        assert_eq!(scan.operations[0].opened_by, OpenedBy::Dispatch);
+    }
+
+    #[test]
+    fn a_call_after_an_orphan_response_is_hashed_by_a_later_dispatch() {
+        let a = args(&[("q", "1")]);
+        let events = vec![
+            resp("r1", "tc1", "Read", Some(refs(Some(OP), Some("tc1")))),
+            call("c1", "tc1", "Read", a.clone()),
+            disp_for("d1", OP, "tc1", "Read", &a),
+        ];
+        let scan = scan_tool_ledger(&events);
+        assert_eq!(
+            codes(&scan),
+            vec![
+                issue("orphan_response", "r1", None, Some("tc1")),
+                issue("event_order_conflict", "d1", Some(OP), Some("tc1")),
+            ]
         );
     }
 

@@ -121,44 +121,37 @@ fn render_table(
             .load_style(presets::UTF8_FULL_CONDENSED)
             .set_content_arrangement(ContentArrangement::Dynamic)
             .set_width(opts.width)
-            .set_header(vec![
-                "severity",
-                "code",
-                "session / run",
-                "event / operation",
-                "message",
-            ]);
+            .set_header(vec!["severity", "code", "where", "message"]);
         if !opts.color {
             table.force_no_tty();
         }
         for f in &report.findings {
-            let scope = [f.session_id.as_deref(), f.run_id.as_deref()]
-                .iter()
-                .flatten()
-                .map(|s| sanitize(s))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let mut subject = Vec::new();
-            if let Some(e) = &f.event_id {
-                subject.push(format!("event {}", sanitize(e)));
-            }
-            if let Some(o) = &f.operation_id {
-                subject.push(format!("op {}", sanitize(o)));
-            }
-            if let Some(t) = &f.tool_call_id {
-                subject.push(format!("call {}", sanitize(t)));
+            let mut place = Vec::new();
+            for (label, value) in [
+                ("session", &f.session_id),
+                ("run", &f.run_id),
+                ("event", &f.event_id),
+                ("op", &f.operation_id),
+                ("call", &f.tool_call_id),
+            ] {
+                if let Some(v) = value {
+                    place.push(format!("{label} {}", sanitize(v)));
+                }
             }
             table.add_row(vec![
                 severity_cell(f.severity, opts.color),
                 Cell::new(f.code),
-                Cell::new(scope),
-                Cell::new(subject.join("\n")),
+                Cell::new(place.join("\n")),
                 Cell::new(format!(
                     "{}\nhint: {}",
                     sanitize(&f.message),
                     sanitize(&f.hint)
                 )),
             ]);
+        }
+        // Ids are what users copy into the next command: never wrap them.
+        if let Some(col) = table.column_mut(2) {
+            col.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
         }
         writeln!(out, "{table}")?;
     }
@@ -168,6 +161,33 @@ fn render_table(
         "{} finding(s): {} error(s), {} warning(s), {} info; {} event(s), {} session(s), {} run(s), {} tool operation(s)",
         s.findings, s.errors, s.warnings, s.infos, s.events, s.sessions, s.runs, s.operations
     )?;
+    if let Some(e) = &report.expectations {
+        let verdict = if e.matched { "match" } else { "MISMATCH" };
+        writeln!(
+            out,
+            "expectations ({}, {}): {verdict}",
+            e.mode,
+            sanitize(&e.file)
+        )?;
+        for (sign, list) in [("-", &e.missing), ("+", &e.new)] {
+            for x in list {
+                let ids = [
+                    &x.session_id,
+                    &x.run_id,
+                    &x.event_id,
+                    &x.operation_id,
+                    &x.tool_call_id,
+                ]
+                .iter()
+                .filter_map(|v| v.as_deref())
+                .map(sanitize)
+                .collect::<Vec<_>>()
+                .join(" ");
+                let what = if sign == "-" { "missing" } else { "new" };
+                writeln!(out, "  {sign} {what}: {} {ids}", x.code)?;
+            }
+        }
+    }
     let g = &report.maka_gate;
     if g.tool_writes_refused {
         let why = match (&g.decode_failure, &g.first_issue) {

@@ -90,6 +90,9 @@ pub struct ScanReport {
     pub maka_gate: MakaGate,
     pub findings: Vec<Finding>,
     pub supersession: Vec<SupersessionGroup>,
+    /// Set by `--expect`, `--expect-beside` or `--baseline`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expectations: Option<crate::expect::ExpectationsReport>,
     #[serde(skip)]
     pub runs: Vec<RunReport>,
     #[serde(skip)]
@@ -266,6 +269,7 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
         maka_gate,
         findings,
         supersession,
+        expectations: None,
         runs: run_reports,
         headers,
         issues: scan.issues,
