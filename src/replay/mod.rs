@@ -593,6 +593,14 @@ pub fn replay(rows: &SessionRows) -> Replay {
     let mut session_divergences: Vec<Divergence> = Vec::new();
     let mut session_notes: Vec<Note> = Vec::new();
     let run_ids: HashSet<&str> = runs.iter().map(|r| r.run_id.as_str()).collect();
+    let mut run_events_of: HashMap<&str, Vec<&input::RunEventRow>> = HashMap::new();
+    for e in &rows.run_events {
+        run_events_of.entry(e.run_id.as_str()).or_default().push(e);
+    }
+    let mut snapshots_of: HashMap<&str, Vec<&input::SnapshotRow>> = HashMap::new();
+    for s in &rows.snapshots {
+        snapshots_of.entry(s.run_id.as_str()).or_default().push(s);
+    }
 
     for r in &runs {
         let report = report_of(&r.run_id);
@@ -602,11 +610,27 @@ pub fn replay(rows: &SessionRows) -> Replay {
             .cloned()
             .unwrap_or_default();
         let mut rr = new_run(r, report, &acc);
-        rr.steps = build_steps(r, rows, &partner, &op_by_event);
+        rr.steps = build_steps(
+            r,
+            snapshots_of
+                .get(r.run_id.as_str())
+                .map_or(&[][..], Vec::as_slice),
+            &partner,
+            &op_by_event,
+        );
         for (i, s) in rr.steps.iter_mut().enumerate() {
             s.index = i;
         }
-        terminal_checks(r, rows, &mut rr);
+        terminal_checks(
+            r,
+            run_events_of
+                .get(r.run_id.as_str())
+                .map_or(&[][..], Vec::as_slice),
+            snapshots_of
+                .get(r.run_id.as_str())
+                .map_or(&[][..], Vec::as_slice),
+            &mut rr,
+        );
         out_runs.push(rr);
     }
 
@@ -952,7 +976,7 @@ fn opt_lossy(s: Option<&crate::json::JsStr>) -> Option<String> {
 /// Maka's store merges them.
 fn build_steps(
     r: &RunRows<'_>,
-    rows: &SessionRows,
+    snaps: &[&input::SnapshotRow],
     partner: &HashMap<String, String>,
     op_by_event: &HashMap<String, &Operation>,
 ) -> Vec<Step> {
@@ -971,11 +995,6 @@ fn build_steps(
             text: s.text.clone(),
         },
     };
-    let snaps: Vec<&input::SnapshotRow> = rows
-        .snapshots
-        .iter()
-        .filter(|s| s.run_id == r.run_id)
-        .collect();
     let known: HashSet<&str> = r
         .events
         .iter()
@@ -1003,7 +1022,7 @@ fn build_steps(
                 None,
             )),
             Ok(e) => {
-                for body in event_steps(e, partner, op_by_event, rows, r) {
+                for body in event_steps(e, partner, op_by_event, r) {
                     steps.push(at(body, Some(e.ts)));
                 }
             }
@@ -1060,7 +1079,6 @@ fn event_steps(
     e: &RuntimeEvent,
     partner: &HashMap<String, String>,
     op_by_event: &HashMap<String, &Operation>,
-    rows: &SessionRows,
     r: &RunRows<'_>,
 ) -> Vec<StepBody> {
     let mut out = Vec::new();
@@ -1216,7 +1234,6 @@ fn event_steps(
     if e.is_terminal() {
         let header = r.header.as_ref();
         let status = transcript::turn_status(e.status, header);
-        let _ = rows;
         out.push(StepBody::TurnState {
             status: status.map(str::to_owned),
             error_class: (status == Some("failed"))
@@ -1234,7 +1251,12 @@ fn event_steps(
 }
 
 /// Terminal classification vs header and operational terminal event.
-fn terminal_checks(r: &RunRows<'_>, rows: &SessionRows, rr: &mut RunReplay) {
+fn terminal_checks(
+    r: &RunRows<'_>,
+    run_events: &[&input::RunEventRow],
+    snapshots: &[&input::SnapshotRow],
+    rr: &mut RunReplay,
+) {
     let run_id = r.run_id.clone();
     let div = |code, msg: String| Divergence::new(code, msg).run(&run_id);
     match rr.state {
@@ -1382,15 +1404,14 @@ fn terminal_checks(r: &RunRows<'_>, rows: &SessionRows, rr: &mut RunReplay) {
     }
 
     // The operational terminal event.
-    let op_terminals: Vec<&input::RunEventRow> = rows
-        .run_events
+    let op_terminals: Vec<&input::RunEventRow> = run_events
         .iter()
+        .copied()
         .filter(|e| {
-            e.run_id == r.run_id
-                && matches!(
-                    e.event_type.as_str(),
-                    "run_completed" | "run_failed" | "run_cancelled"
-                )
+            matches!(
+                e.event_type.as_str(),
+                "run_completed" | "run_failed" | "run_cancelled"
+            )
         })
         .collect();
     rr.operational_terminal = op_terminals.first().map(|e| OperationalTerminal {
@@ -1497,7 +1518,7 @@ fn terminal_checks(r: &RunRows<'_>, rows: &SessionRows, rr: &mut RunReplay) {
         n.run_id = Some(run_id.clone());
         rr.notes.push(n);
     }
-    for s in rows.snapshots.iter().filter(|s| s.run_id == r.run_id) {
+    for s in snapshots {
         let mut n = Note::new(
             "partial_snapshot_left",
             format!(

@@ -154,6 +154,10 @@ struct State {
     permission_requests: HashMap<String, PermissionRequest>,
     pending: Vec<Pending>,
     content_order: HashMap<String, Vec<&'static str>>,
+    /// Assistant rows by (turn, id): the position of the newest.
+    assistants: HashMap<(String, String), usize>,
+    /// Turns with an assistant row of non-blank text or a tool result so far.
+    retained_turns: std::collections::HashSet<String>,
 }
 
 fn header_str(h: &RunHeader, key: &str) -> Option<String> {
@@ -255,7 +259,7 @@ pub fn project(events: &[&RuntimeEvent], headers: &HashMap<String, &RunHeader>) 
                     thinking: t,
                 };
                 let turn = pending.turn_id.clone();
-                if !attach_thinking(&pending, &turn, &mut out.messages) {
+                if !attach_thinking(&pending, &turn, &mut out.messages, &st.assistants) {
                     st.pending.push(pending);
                 }
                 projected = true;
@@ -348,7 +352,8 @@ pub fn project(events: &[&RuntimeEvent], headers: &HashMap<String, &RunHeader>) 
             }
         }
         if e.is_terminal() {
-            projected |= project_terminal(e, headers, &mut out);
+            let retained = st.retained_turns.contains(&e.turn_id.to_string_lossy());
+            projected |= project_terminal(e, headers, retained, &mut out);
         }
         if !projected {
             if e.content.is_none() {
@@ -473,13 +478,22 @@ fn project_text(
                 }
             }
             m.insert("modelId".into(), Value::from(model_id));
+            if !text.to_string_lossy().trim().is_empty() {
+                st.retained_turns.insert(e.turn_id.to_string_lossy());
+            }
+            st.assistants.insert(
+                (e.turn_id.to_string_lossy(), id.clone()),
+                out.messages.len(),
+            );
             out.messages
                 .push((e.id.to_string_lossy(), Value::Object(m)));
             // Attach the step's parked thinking.
             let turn = e.turn_id.to_string_lossy();
             let mut keep = Vec::new();
             for p in std::mem::take(&mut st.pending) {
-                if p.message_id == id && attach_thinking(&p, &turn, &mut out.messages) {
+                if p.message_id == id
+                    && attach_thinking(&p, &turn, &mut out.messages, &st.assistants)
+                {
                     continue;
                 }
                 keep.push(p);
@@ -499,15 +513,19 @@ fn project_text(
     }
 }
 
-fn attach_thinking(p: &Pending, turn_id: &str, messages: &mut [(String, Value)]) -> bool {
-    for (_, m) in messages.iter_mut().rev() {
-        let Value::Object(m) = m else { continue };
-        if m.get("type").and_then(Value::as_str) != Some("assistant")
-            || m.get("turnId").and_then(Value::as_str) != Some(turn_id)
-            || m.get("id").and_then(Value::as_str) != Some(p.message_id.as_str())
-        {
-            continue;
-        }
+/// Attaches parked thinking to the newest assistant row of `turn_id` whose id is the
+/// thinking's step id (`assistants` indexes those rows by turn and id).
+fn attach_thinking(
+    p: &Pending,
+    turn_id: &str,
+    messages: &mut [(String, Value)],
+    assistants: &HashMap<(String, String), usize>,
+) -> bool {
+    let key = (turn_id.to_owned(), p.message_id.clone());
+    if let Some(&i) = assistants.get(&key) {
+        let Value::Object(m) = &mut messages[i].1 else {
+            return false;
+        };
         let incoming = Value::Object(p.thinking.clone());
         match m.get("thinking").cloned() {
             None => {
@@ -694,6 +712,7 @@ fn project_response(e: &RuntimeEvent, st: &mut State, out: &mut Projection) -> b
         m.insert("durationMs".into(), Json::Number(*d).to_serde());
     }
     tool_identity(e, &mut m);
+    st.retained_turns.insert(e.turn_id.to_string_lossy());
     out.messages
         .push((e.id.to_string_lossy(), Value::Object(m)));
     true
@@ -802,6 +821,7 @@ pub fn turn_status(event: Option<EventStatus>, header: Option<&RunHeader>) -> Op
 fn project_terminal(
     e: &RuntimeEvent,
     headers: &HashMap<String, &RunHeader>,
+    retained: bool,
     out: &mut Projection,
 ) -> bool {
     let Some(header) = headers.get(&e.run_id.to_string_lossy()).copied() else {
@@ -828,18 +848,6 @@ fn project_terminal(
     let failure = (status == "failed")
         .then(|| failure_class(e, Some(header)))
         .flatten();
-    let turn = e.turn_id.to_string_lossy();
-    let retained = out.messages.iter().any(|(_, m)| {
-        m.get("turnId").and_then(Value::as_str) == Some(turn.as_str())
-            && match m.get("type").and_then(Value::as_str) {
-                Some("assistant") => m
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| !t.trim().is_empty()),
-                Some("tool_result") => true,
-                _ => false,
-            }
-    });
     let mut m = base("turn_state", stable_message_id(e), e);
     m.insert("status".into(), Value::from(status));
     for k in [
