@@ -1261,10 +1261,16 @@ fn terminal_checks(
     let div = |code, msg: String| Divergence::new(code, msg).run(&run_id);
     match rr.state {
         RunState::NoHeader => {
-            rr.divergences.push(div(
-                "header_missing",
-                format!("{} runtime events but no core_agent_runs row", rr.events),
-            ));
+            // Maka's workspace-version authority writes runs without headers.
+            let authority = r.events.first().is_some_and(|(_, row, _)| {
+                row.session_id == crate::scan::WORKSPACE_AUTHORITY_SESSION
+            });
+            if !authority {
+                rr.divergences.push(div(
+                    "header_missing",
+                    format!("{} runtime events but no core_agent_runs row", rr.events),
+                ));
+            }
             return;
         }
         RunState::HeaderUndecodable => {

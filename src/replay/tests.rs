@@ -230,6 +230,19 @@ fn headers_and_operational_events_are_compared_with_the_log() {
     assert_eq!(codes(&r)[0].0, "terminal_not_tail");
     let r = replay(&rows(vec![user(1), model(2)], None, vec![]));
     assert_eq!(codes(&r)[0].0, "header_missing");
+    // ... except in Maka's workspace-authority session, whose runs have none.
+    let mut authority = rows(vec![user(1)], None, vec![]);
+    authority.session_id = "maka_workspace_authority".into();
+    for e in &mut authority.events {
+        e.session_id = authority.session_id.clone();
+        e.payload_json = e.payload_json.replace(
+            "\"sessionId\":\"sess-1\"",
+            "\"sessionId\":\"maka_workspace_authority\"",
+        );
+    }
+    let r = replay(&authority);
+    assert_eq!(codes(&r), []);
+    assert_eq!(r.runs[0].state, RunState::NoHeader);
 }
 
 #[test]
