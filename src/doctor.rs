@@ -125,3 +125,147 @@ pub fn scan_path(
     let ws = Workspace::open_read_only(db)?;
     scan_workspace(&ws, opts, progress)
 }
+
+/// A finalize plan and what it was made from.
+pub struct FinalizePlanning {
+    pub report: ScanReport,
+    pub plan: crate::finalize::Plan,
+    /// `runtime_storage_root_binding.root_id`, if the workspace is bound.
+    pub root_binding: Option<String>,
+}
+
+/// Scans `db` read-only, reads the rows of every run finalize would touch or report,
+/// and plans `doctor finalize-runs`.
+pub fn plan_finalize(
+    db: &Path,
+    opts: &crate::finalize::PlanOptions,
+) -> Result<FinalizePlanning, DbError> {
+    use crate::finalize::{candidates, invocation_for, plan, PlanInput, RunInput};
+    let ws = Workspace::open_read_only(db)?;
+    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let mut input = PlanInput::default();
+    for (session, run) in candidates(&report, opts) {
+        let rows = ws.run_rows(&session, &run)?;
+        let header = report
+            .headers
+            .iter()
+            .find(|h| h.session_id == session && h.run_id == run);
+        let invocation_users = match header.map(|h| invocation_for(h, &rows)) {
+            Some(Ok(inv)) => Some(ws.invocation_users(&inv)?),
+            _ => None,
+        };
+        if !input.sessions.contains_key(&session) {
+            let rows = ws.session_rows(&session)?;
+            input.sessions.insert(session.clone(), rows);
+        }
+        input.runs.insert(
+            (session, run),
+            RunInput {
+                rows,
+                invocation_users,
+            },
+        );
+    }
+    input.claims = ws.claims()?;
+    input.ledger = Some(ws.ledger_fingerprint()?);
+    let root_binding = ws.root_binding()?;
+    let plan = plan(&report, &input, opts);
+    Ok(FinalizePlanning {
+        report,
+        plan,
+        root_binding,
+    })
+}
+
+/// `wsledger info`: where the workspace is, what schema it has, how big it is,
+/// whether Maka holds it, and what Maka's gate does with it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct InfoReport {
+    pub schema_version: u32,
+    pub database: String,
+    pub database_bytes: u64,
+    pub wal_bytes: Option<u64>,
+    pub user_version: i64,
+    pub registry: Option<std::collections::BTreeMap<String, i64>>,
+    pub capabilities: Option<std::collections::BTreeMap<String, i64>>,
+    pub schema_current: bool,
+    pub sessions: usize,
+    pub runs: usize,
+    pub events: u64,
+    pub operations: usize,
+    /// `held`, `free`, `no_root` (no marker and no binding: no Maka can lock it) or
+    /// `unknown` (the probe failed; see `owner_lock_error`).
+    pub owner_lock: String,
+    pub owner_lock_paths: Vec<String>,
+    pub owner_lock_error: Option<String>,
+    pub maka_gate: crate::scan::MakaGate,
+    pub findings: usize,
+}
+
+/// Gathers [`InfoReport`] for `db`. Creates nothing: the lock is probed, not taken.
+pub fn workspace_info(
+    db: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<InfoReport, DbError> {
+    let ws = Workspace::open_read_only(db)?;
+    let facts = ws.schema_facts()?;
+    let report = scan_workspace(&ws, ScanOptions::default(), progress)?;
+    let binding = ws.root_binding().ok().flatten();
+    drop(ws);
+    let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+    let (owner_lock, owner_lock_paths, owner_lock_error) = probe_owner_lock(db, binding.as_deref());
+    Ok(InfoReport {
+        schema_version: 1,
+        database: db.display().to_string(),
+        database_bytes: size(db).unwrap_or(0),
+        wal_bytes: size(&crate::db::wal_path(db)),
+        user_version: facts.user_version,
+        registry: facts.registry.clone(),
+        capabilities: facts.capabilities.clone(),
+        schema_current: report.summary.schema_current,
+        sessions: report.summary.sessions,
+        runs: report.summary.runs,
+        events: report.summary.events,
+        operations: report.summary.operations,
+        owner_lock,
+        owner_lock_paths,
+        owner_lock_error,
+        maka_gate: report.maka_gate.clone(),
+        findings: report.summary.findings,
+    })
+}
+
+fn probe_owner_lock(db: &Path, binding: Option<&str>) -> (String, Vec<String>, Option<String>) {
+    let roots = match crate::lock::root_ids(db, binding) {
+        Ok(r) => r,
+        Err(e) => return ("unknown".into(), Vec::new(), Some(e.to_string())),
+    };
+    if roots.ids.is_empty() {
+        return ("no_root".into(), Vec::new(), None);
+    }
+    let ns = match crate::lock::namespace() {
+        Ok(n) => n,
+        Err(e) => return ("unknown".into(), Vec::new(), Some(e.to_string())),
+    };
+    let paths: Vec<std::path::PathBuf> = roots
+        .ids
+        .iter()
+        .map(|id| crate::lock::lock_path(&ns, id))
+        .collect();
+    let mut held = false;
+    for p in &paths {
+        match crate::lock::probe_held(p) {
+            Ok(h) => held |= h,
+            Err(e) => {
+                let shown = paths.iter().map(|p| p.display().to_string()).collect();
+                return (
+                    "unknown".into(),
+                    shown,
+                    Some(format!("{}: {e}", p.display())),
+                );
+            }
+        }
+    }
+    let shown = paths.iter().map(|p| p.display().to_string()).collect();
+    (if held { "held" } else { "free" }.into(), shown, None)
+}

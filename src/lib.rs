@@ -4,7 +4,9 @@
 //! Layers (the import graph is the architecture):
 //! - `json`, `args_hash`, `event`, `ledger`: the pure core. Values in, values out; no
 //!   I/O, no clock, no environment.
-//! - `db`: the only module that names SQL.
+//! - `finalize`: the finalize-runs planner, also pure (rows in, a plan out).
+//! - `db`: the only module that names SQL (and the only writer, `db::write`).
+//! - `lock`: Maka's owner lock (the only `unsafe`, for `fcntl`/`getpwuid_r`).
 //! - `report`: renders values; `cli`: parses arguments and orchestrates.
 
 pub mod args_hash;
@@ -14,10 +16,12 @@ pub mod db;
 pub mod doctor;
 pub mod event;
 pub mod expect;
+pub mod finalize;
 pub mod findings;
 pub mod header;
 pub mod json;
 pub mod ledger;
+pub mod lock;
 pub mod replay;
 pub mod report;
 pub mod scan;

@@ -3,6 +3,8 @@
 
 mod completions;
 mod explain;
+pub mod finalize;
+mod info;
 mod printer;
 mod replay;
 mod scan;
@@ -133,6 +135,8 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Print a shell completion script
     Completions(completions::CompletionsArgs),
+    /// Show the workspace: schema, counts, WAL, Maka's owner lock and gate
+    Info(info::InfoArgs),
     /// Replay a session from its event log and show where the projections diverge
     Replay(replay::ReplayArgs),
 }
@@ -141,14 +145,20 @@ pub enum Command {
 pub enum DoctorCommand {
     /// Scan the whole ledger with Maka's rules and report every finding
     Scan(scan::ScanArgs),
+    /// Finish runs stuck `running` by writing the terminal event Maka would write
+    FinalizeRuns(finalize::FinalizeArgs),
 }
 
 /// Runs a parsed command line.
 pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
     match cli.command {
         Command::Doctor(DoctorCommand::Scan(args)) => scan::run(&cli.global, &args, printer),
+        Command::Doctor(DoctorCommand::FinalizeRuns(args)) => {
+            finalize::run(&cli.global, &args, printer)
+        }
         Command::Explain(args) => explain::run(&args, printer),
         Command::Completions(args) => completions::run(&args, printer),
+        Command::Info(args) => info::run(&cli.global, &args, printer),
         Command::Replay(args) => replay::run(&cli.global, &args, printer),
     }
 }

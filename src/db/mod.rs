@@ -5,9 +5,12 @@
 //! `mode=ro` so committed frames still in the `-wal` are seen. Nothing here
 //! checkpoints, sets `mmap_size`, analyzes, or writes outside `write_txn`.
 
+pub mod backup;
+pub mod facts;
 pub mod rows;
 pub mod schema;
 pub mod session;
+pub mod write;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

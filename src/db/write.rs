@@ -1,0 +1,542 @@
+//! The one place that writes to a workspace database: applying a finalize plan.
+//!
+//! [`Writer::open`] opens the file read-write with Maka's connection settings
+//! (`busy_timeout` 5000, `foreign_keys=ON`, `synchronous=FULL`; `journal_mode` is left
+//! as it is). [`Writer::apply`] runs the whole write set in one `BEGIN IMMEDIATE`
+//! transaction: it checks the schema, re-reads every planned run and session and
+//! compares them with the rows the plan was made from, then inserts and updates
+//! exactly the rows of the write set. Any difference or failure rolls everything
+//! back. No schema object, `user_version`, registry or capability row is touched.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
+use sha2::{Digest, Sha256};
+
+use super::facts::{
+    read_claims, read_invocation_users, read_ledger_fingerprint, read_run_rows, read_session_rows,
+    ClaimRow, InvocationUsers, LedgerFingerprint, RunRows, SessionRows, MESSAGE_CHUNK_BYTES,
+    MESSAGE_CHUNK_MARKER,
+};
+use super::schema::{diff_schema, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
+use super::{DbError, SchemaFacts, Workspace, BUSY_TIMEOUT};
+
+/// A new `runtime_events` row and its session ordinal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEvent {
+    pub event_id: String,
+    pub session_id: String,
+    pub invocation_id: String,
+    pub run_id: String,
+    pub turn_id: String,
+    pub event_seq: i64,
+    pub event_kind: String,
+    pub payload_json: String,
+    pub committed_at: i64,
+    pub ordinal: i64,
+}
+
+/// A T2 tool outcome (Maka's `commitToolOutcome`): the response event, its journal
+/// row, the operation's move to `outcome_committed`, and the partial stream it
+/// completes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutcomeWrite {
+    pub event: NewEvent,
+    pub operation_id: String,
+    pub journal_event_id: String,
+    /// Copied from the operation row into the journal row.
+    pub invocation_id: String,
+    pub run_id: String,
+    pub turn_id: String,
+    pub canonical_args_hash: String,
+    pub recovery_mode: String,
+    /// `stream_key` of the `tool:call:<id>` partial stream this response completes.
+    pub completed_stream_key: String,
+}
+
+/// The run header's new record (compare-and-set on the old record text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HeaderWrite {
+    pub created_at: i64,
+    pub record_json: String,
+    pub expected_record_json: String,
+}
+
+/// A new `core_agent_run_events` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunEventWrite {
+    pub sequence: i64,
+    pub event_id: String,
+    pub event_type: String,
+    pub event_ts: i64,
+    pub record_json: String,
+}
+
+/// A new transcript record (chunked when longer than 64 KiB).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageWrite {
+    pub sequence: i64,
+    pub message_id: String,
+    pub message_type: String,
+    pub message_ts: i64,
+    pub record_json: String,
+}
+
+/// The session header's new record (compare-and-set on `metadata_version`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionWrite {
+    pub expected_version: i64,
+    pub payload_json: String,
+    pub committed_at: i64,
+}
+
+/// Everything written for one run, in the order it is written.
+#[derive(Clone, Debug)]
+pub struct RunWrite {
+    pub session_id: String,
+    pub run_id: String,
+    /// The run's rows when the plan was made.
+    pub expected: RunRows,
+    /// The invocation id the new events use and who used it when planned.
+    pub invocation: Option<(String, InvocationUsers)>,
+    pub outcomes: Vec<OutcomeWrite>,
+    pub terminal: Option<NewEvent>,
+    pub header: Option<HeaderWrite>,
+    pub run_event: Option<RunEventWrite>,
+    pub message: Option<MessageWrite>,
+    pub session: Option<SessionWrite>,
+}
+
+/// A whole plan's writes, with the session and claim rows it was made from.
+#[derive(Clone, Debug, Default)]
+pub struct WriteSet {
+    pub runs: Vec<RunWrite>,
+    pub sessions: Vec<(String, SessionRows)>,
+    pub claims: Vec<ClaimRow>,
+    /// Set when the plan writes T2 outcomes: it relied on Maka's gate accepting tool
+    /// writes, which depends on every row of the ledger.
+    pub ledger: Option<LedgerFingerprint>,
+}
+
+impl WriteSet {
+    pub fn is_empty(&self) -> bool {
+        self.runs.is_empty()
+    }
+}
+
+/// Why an apply wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("`{path}` does not have Maka's current schema: {detail}")]
+    SchemaNotCurrent { path: PathBuf, detail: String },
+    #[error("`{path}`: {what} changed since the plan was made; nothing was written")]
+    Changed { path: PathBuf, what: String },
+    #[error("`{path}`: the disk or the database is full ({detail}); nothing was written")]
+    Full { path: PathBuf, detail: String },
+    #[error("`{path}`: {detail}; nothing was written")]
+    Write { path: PathBuf, detail: String },
+}
+
+impl WriteError {
+    pub fn hint(&self) -> String {
+        match self {
+            WriteError::Db(e) => e.hint(),
+            WriteError::SchemaNotCurrent { .. } => {
+                "let the current Maka release open the workspace once (it migrates), then run \
+                 finalize-runs again; wsledger never migrates"
+                    .into()
+            }
+            WriteError::Changed { .. } => {
+                "something wrote to the workspace meanwhile (is Maka running?); run \
+                 `wsledger doctor finalize-runs` again to make a new plan"
+                    .into()
+            }
+            WriteError::Full { .. } => "free some disk space and run the command again".into(),
+            WriteError::Write { .. } => {
+                "the transaction was rolled back; check the file and run the command again".into()
+            }
+        }
+    }
+}
+
+/// What differs from Maka's current schema (empty when current).
+pub fn schema_problems(facts: &SchemaFacts) -> Vec<String> {
+    let mut out = Vec::new();
+    let diff = diff_schema(&facts.objects);
+    out.extend(diff.missing.iter().map(|k| format!("`{k}` is missing")));
+    out.extend(diff.changed.iter().map(|k| format!("`{k}` differs")));
+    out.extend(
+        diff.unexpected
+            .iter()
+            .map(|k| format!("`{k}` is unexpected")),
+    );
+    if facts.user_version != RUNTIME_USER_VERSION {
+        out.push(format!(
+            "user_version is {}, not {RUNTIME_USER_VERSION}",
+            facts.user_version
+        ));
+    }
+    match &facts.registry {
+        None => out.push("operational_schema_migrations is missing".into()),
+        Some(reg) => {
+            let want: std::collections::BTreeMap<String, i64> = REGISTRY
+                .iter()
+                .map(|(s, v)| ((*s).to_owned(), *v))
+                .collect();
+            if *reg != want {
+                out.push("the scope registry is not at the current versions".into());
+            }
+        }
+    }
+    match &facts.capabilities {
+        None => out.push("runtime_capabilities is missing".into()),
+        Some(caps) => {
+            let want: std::collections::BTreeMap<String, i64> =
+                CAPABILITIES.iter().map(|c| ((*c).to_owned(), 1)).collect();
+            if *caps != want {
+                out.push("the runtime capability rows are not the current ones".into());
+            }
+        }
+    }
+    out
+}
+
+/// Test hooks of an apply.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ApplyOptions {
+    /// `PRAGMA max_page_count` for this connection (simulates a full disk).
+    pub max_page_count: Option<i64>,
+}
+
+/// A read-write connection to a workspace database.
+pub struct Writer {
+    ws: Workspace,
+}
+
+impl Writer {
+    /// Opens `db` read-write with Maka's settings. Never creates the file.
+    pub fn open(db: &Path) -> Result<Writer, DbError> {
+        let conn = Connection::open_with_flags(
+            db,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| DbError::from_sqlite(db, &e))?;
+        let ws = Workspace {
+            conn,
+            path: db.to_path_buf(),
+            _copy_dir: None,
+        };
+        let e = |e: rusqlite::Error| DbError::from_sqlite(db, &e);
+        ws.conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;
+        ws.conn
+            .pragma_update(None, "foreign_keys", true)
+            .map_err(e)?;
+        ws.conn
+            .pragma_update(None, "synchronous", "FULL")
+            .map_err(e)?;
+        let _: i64 = ws
+            .conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .map_err(e)?;
+        Ok(Writer { ws })
+    }
+
+    /// The underlying connection (for the backup).
+    pub(crate) fn conn(&self) -> &Connection {
+        &self.ws.conn
+    }
+
+    /// Copies the database with SQLite's online backup API (see [`super::backup`]).
+    pub fn backup_to(&self, dest: &Path) -> Result<(), DbError> {
+        super::backup::backup_connection(self.conn(), self.ws.path(), dest)
+    }
+
+    /// Refuses a schema other than Maka's current one.
+    pub fn check_schema(&self) -> Result<(), WriteError> {
+        let facts = self.ws.schema_facts()?;
+        let problems = schema_problems(&facts);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(WriteError::SchemaNotCurrent {
+            path: self.ws.path().to_path_buf(),
+            detail: problems.join("; "),
+        })
+    }
+
+    /// Applies `set` in one transaction; see the module docs.
+    pub fn apply(&self, set: &WriteSet, opts: &ApplyOptions) -> Result<(), WriteError> {
+        let path = self.ws.path().to_path_buf();
+        if let Some(n) = opts.max_page_count {
+            self.ws
+                .conn
+                .pragma_update(None, "max_page_count", n)
+                .map_err(|e| DbError::from_sqlite(&path, &e))?;
+        }
+        self.check_schema()?;
+        let werr = |e: rusqlite::Error| classify(&path, e);
+        let tx = Transaction::new_unchecked(&self.ws.conn, TransactionBehavior::Immediate)
+            .map_err(werr)?;
+        // Inside the write lock: the schema and every planned row, again.
+        let inner = self.ws.schema_facts()?;
+        let problems = schema_problems(&inner);
+        if !problems.is_empty() {
+            return Err(WriteError::SchemaNotCurrent {
+                path,
+                detail: problems.join("; "),
+            });
+        }
+        revalidate(&tx, set).map_err(|e| match e {
+            Revalidation::Sql(e) => werr(e),
+            Revalidation::Changed(what) => WriteError::Changed {
+                path: path.clone(),
+                what,
+            },
+        })?;
+        for run in &set.runs {
+            write_run(&tx, run).map_err(|e| match e {
+                Revalidation::Sql(e) => werr(e),
+                Revalidation::Changed(what) => WriteError::Changed {
+                    path: path.clone(),
+                    what,
+                },
+            })?;
+        }
+        tx.commit().map_err(werr)?;
+        Ok(())
+    }
+}
+
+fn classify(path: &Path, e: rusqlite::Error) -> WriteError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DiskFull) => WriteError::Full {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+        Some(
+            rusqlite::ErrorCode::DatabaseBusy
+            | rusqlite::ErrorCode::DatabaseLocked
+            | rusqlite::ErrorCode::DatabaseCorrupt
+            | rusqlite::ErrorCode::NotADatabase,
+        ) => WriteError::Db(DbError::from_sqlite(path, &e)),
+        _ => WriteError::Write {
+            path: path.to_path_buf(),
+            detail: e.to_string(),
+        },
+    }
+}
+
+enum Revalidation {
+    Sql(rusqlite::Error),
+    Changed(String),
+}
+
+impl From<rusqlite::Error> for Revalidation {
+    fn from(e: rusqlite::Error) -> Self {
+        Revalidation::Sql(e)
+    }
+}
+
+fn revalidate(c: &Connection, set: &WriteSet) -> Result<(), Revalidation> {
+    for run in &set.runs {
+        let now = read_run_rows(c, &run.session_id, &run.run_id)?;
+        if now != run.expected {
+            return Err(Revalidation::Changed(format!(
+                "run `{}` of session `{}`",
+                run.run_id, run.session_id
+            )));
+        }
+        if let Some((invocation, users)) = &run.invocation {
+            if read_invocation_users(c, invocation)? != *users {
+                return Err(Revalidation::Changed(format!(
+                    "the use of invocation id `{invocation}`"
+                )));
+            }
+        }
+    }
+    for (session, rows) in &set.sessions {
+        if read_session_rows(c, session)? != *rows {
+            return Err(Revalidation::Changed(format!("session `{session}`")));
+        }
+    }
+    if read_claims(c)? != set.claims {
+        return Err(Revalidation::Changed("the continuation claims".into()));
+    }
+    if let Some(fp) = set.ledger {
+        if read_ledger_fingerprint(c)? != fp {
+            return Err(Revalidation::Changed(
+                "the event ledger (the plan writes tool outcomes, which Maka's ledger gate \
+                 judges on the whole file)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn insert_event(c: &Connection, e: &NewEvent) -> rusqlite::Result<()> {
+    c.execute(
+        "INSERT INTO runtime_events(event_id, session_id, invocation_id, run_id, turn_id, \
+         event_seq, event_kind, payload_json, committed_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, \
+         ?8, ?9)",
+        params![
+            e.event_id,
+            e.session_id,
+            e.invocation_id,
+            e.run_id,
+            e.turn_id,
+            e.event_seq,
+            e.event_kind,
+            e.payload_json,
+            e.committed_at
+        ],
+    )?;
+    c.execute(
+        "INSERT INTO runtime_session_event_ordinals(session_id, ordinal, event_id) \
+         VALUES (?1, ?2, ?3)",
+        params![e.session_id, e.ordinal, e.event_id],
+    )?;
+    Ok(())
+}
+
+fn expect_one(changed: usize, what: &str) -> Result<(), Revalidation> {
+    if changed == 1 {
+        Ok(())
+    } else {
+        Err(Revalidation::Changed(what.to_owned()))
+    }
+}
+
+fn write_run(c: &Connection, run: &RunWrite) -> Result<(), Revalidation> {
+    for o in &run.outcomes {
+        insert_event(c, &o.event)?;
+        c.execute(
+            "INSERT INTO tool_journal_events(journal_event_id, operation_id, invocation_id, \
+             run_id, turn_id, state, runtime_event_id, canonical_args_hash, recovery_mode, \
+             metadata_json, committed_at) VALUES (?1, ?2, ?3, ?4, ?5, 'outcome_committed', ?6, \
+             ?7, ?8, NULL, ?9)",
+            params![
+                o.journal_event_id,
+                o.operation_id,
+                o.invocation_id,
+                o.run_id,
+                o.turn_id,
+                o.event.event_id,
+                o.canonical_args_hash,
+                o.recovery_mode,
+                o.event.committed_at
+            ],
+        )?;
+        let n = c.execute(
+            "UPDATE tool_operations SET current_state = 'outcome_committed', \
+             result_event_id = ?1, version = version + 1 WHERE operation_id = ?2 \
+             AND current_state = 'prepared' AND result_event_id IS NULL",
+            params![o.event.event_id, o.operation_id],
+        )?;
+        expect_one(n, &format!("tool operation `{}`", o.operation_id))?;
+        c.execute(
+            "DELETE FROM runtime_partial_snapshots WHERE stream_key = ?1",
+            [&o.completed_stream_key],
+        )?;
+    }
+    if let Some(e) = &run.terminal {
+        insert_event(c, e)?;
+    }
+    if let Some(h) = &run.header {
+        let n = c.execute(
+            "UPDATE core_agent_runs SET created_at = ?1, record_json = ?2 \
+             WHERE session_id = ?3 AND run_id = ?4 AND record_json = ?5",
+            params![
+                h.created_at,
+                h.record_json,
+                run.session_id,
+                run.run_id,
+                h.expected_record_json
+            ],
+        )?;
+        expect_one(n, &format!("run header `{}`", run.run_id))?;
+    }
+    if let Some(r) = &run.run_event {
+        c.execute(
+            "INSERT INTO core_agent_run_events(session_id, run_id, sequence, event_id, \
+             event_type, event_ts, record_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                run.session_id,
+                run.run_id,
+                r.sequence,
+                r.event_id,
+                r.event_type,
+                r.event_ts,
+                r.record_json
+            ],
+        )?;
+    }
+    if let Some(m) = &run.message {
+        insert_message(c, &run.session_id, m)?;
+    }
+    if let Some(s) = &run.session {
+        let n = c.execute(
+            "UPDATE session_metadata SET payload_json = ?1, metadata_version = ?2, \
+             committed_at = ?3 WHERE session_id = ?4 AND metadata_version = ?5",
+            params![
+                s.payload_json,
+                s.expected_version + 1,
+                s.committed_at,
+                run.session_id,
+                s.expected_version
+            ],
+        )?;
+        expect_one(n, &format!("session `{}`", run.session_id))?;
+    }
+    Ok(())
+}
+
+fn insert_message(c: &Connection, session: &str, m: &MessageWrite) -> rusqlite::Result<()> {
+    let bytes = m.record_json.as_bytes();
+    let chunked = bytes.len() > MESSAGE_CHUNK_BYTES;
+    c.execute(
+        "INSERT INTO session_messages(session_id, sequence, message_id, message_type, \
+         message_ts, record_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            session,
+            m.sequence,
+            m.message_id,
+            m.message_type,
+            m.message_ts,
+            if chunked {
+                MESSAGE_CHUNK_MARKER
+            } else {
+                m.record_json.as_str()
+            }
+        ],
+    )?;
+    if !chunked {
+        return Ok(());
+    }
+    c.execute(
+        "INSERT INTO session_message_payloads(session_id, sequence, record_bytes, sha256) \
+         VALUES (?1, ?2, ?3, ?4)",
+        params![
+            session,
+            m.sequence,
+            bytes.len() as i64,
+            hex::encode(Sha256::digest(bytes))
+        ],
+    )?;
+    for (i, chunk) in bytes.chunks(MESSAGE_CHUNK_BYTES).enumerate() {
+        c.execute(
+            "INSERT INTO session_message_chunks(session_id, sequence, chunk_index, data, sha256) \
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![
+                session,
+                m.sequence,
+                i as i64,
+                chunk,
+                hex::encode(Sha256::digest(chunk))
+            ],
+        )?;
+    }
+    Ok(())
+}

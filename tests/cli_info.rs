@@ -1,0 +1,54 @@
+//! `wsledger info`: counts, schema, and the owner-lock probe (which creates nothing).
+
+mod common;
+
+use std::process::Command;
+
+use common::copy_fixture;
+use serde_json::Value;
+
+const ROOT: &str = "1111111111111111111111111111111111111111111111111111111111111111";
+
+fn info(ws: &std::path::Path, control: &std::path::Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_wsledger"))
+        .args(["info", "--format", "json", "-w", ws.to_str().unwrap()])
+        .env("WSLEDGER_MAKA_CONTROL_DIR", control)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn info_reports_counts_gate_and_lock_state() {
+    let (_tmp, ws) = copy_fixture("corrupt-ledger");
+    let control = tempfile::tempdir().unwrap();
+    let doc = info(&ws, control.path());
+    assert_eq!(doc["events"], 34);
+    assert_eq!(doc["sessions"], 2);
+    assert_eq!(doc["runs"], 6);
+    assert_eq!(doc["user_version"], 12);
+    assert_eq!(doc["schema_current"], true);
+    assert_eq!(doc["maka_gate"]["tool_writes_refused"], true);
+    assert_eq!(doc["owner_lock"], "no_root");
+
+    std::fs::write(ws.join(".maka-storage-root.json"), format!(r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{ROOT}","rootIdentity":{{"dev":"0","ino":"0"}}}}"#)).unwrap();
+    let doc = info(&ws, control.path());
+    assert_eq!(doc["owner_lock"], "free");
+    assert!(
+        std::fs::read_dir(control.path()).unwrap().next().is_none(),
+        "the probe creates nothing"
+    );
+
+    let held = wsledger::lock::acquire(control.path(), &[ROOT.to_owned()]).unwrap();
+    let doc = info(&ws, control.path());
+    assert_eq!(doc["owner_lock"], "held");
+    drop(held);
+    let doc = info(&ws, control.path());
+    assert_eq!(doc["owner_lock"], "free");
+}

@@ -1,0 +1,239 @@
+//! Helpers shared by the finalize-runs tests: fixture copies, running the binary,
+//! and comparing databases. Fixtures are always copied; nothing writes `fixtures/`.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rusqlite::Connection;
+use sha2::{Digest, Sha256};
+use wsledger::doctor::{scan_path, ScanOptions};
+use wsledger::scan::ScanReport;
+
+/// A private copy of a fixture workspace (only `runtime.sqlite`).
+pub struct Ws {
+    pub dir: tempfile::TempDir,
+}
+
+impl Ws {
+    pub fn copy(name: &str) -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::fs::copy(
+            Path::new("fixtures").join(name).join("runtime.sqlite"),
+            ws.join("runtime.sqlite"),
+        )
+        .unwrap();
+        Ws { dir }
+    }
+
+    /// The workspace directory.
+    pub fn root(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.root().join("runtime.sqlite")
+    }
+
+    /// Maka's control namespace for this test.
+    pub fn control(&self) -> PathBuf {
+        self.dir.path().join("control")
+    }
+
+    /// A read-write connection for setting up a scenario.
+    pub fn conn(&self) -> Connection {
+        let c = Connection::open(self.db()).unwrap();
+        c.pragma_update(None, "foreign_keys", true).unwrap();
+        c
+    }
+
+    /// Runs `wsledger doctor finalize-runs -w <ws> <args>`.
+    pub fn finalize(&self, args: &[&str]) -> Output {
+        self.finalize_env(args, &[])
+    }
+
+    pub fn finalize_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        self.command(args, env).output().unwrap()
+    }
+
+    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_wsledger"));
+        c.args(["doctor", "finalize-runs", "--workspace"])
+            .arg(self.root())
+            .args(args)
+            .env_remove("WSLEDGER_WORKSPACE")
+            .env_remove("WSLEDGER_NOW_MS")
+            .env_remove("WSLEDGER_BACKUP_DIR")
+            .env("WSLEDGER_MAKA_CONTROL_DIR", self.control())
+            .env("NO_COLOR", "1");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c
+    }
+
+    pub fn scan(&self) -> ScanReport {
+        scan_path(&self.db(), ScanOptions::default(), &mut |_, _| {}).unwrap()
+    }
+
+    /// SHA-256 of the database file and of its `-wal` if any.
+    pub fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(std::fs::read(self.db()).unwrap());
+        if let Ok(w) = std::fs::read(wal(&self.db())) {
+            h.update(b"wal");
+            h.update(w);
+        }
+        hex::encode(h.finalize())
+    }
+
+    /// Every row of the tables finalize may write, as text, in a fixed order.
+    pub fn dump(&self) -> Vec<String> {
+        dump(&self.db())
+    }
+
+    pub fn schema(&self) -> Vec<String> {
+        schema(&self.db())
+    }
+}
+
+pub fn wal(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push("-wal");
+    PathBuf::from(s)
+}
+
+/// Tables a finalize may write, with their ordering.
+pub const TABLES: &[(&str, &str)] = &[
+    ("runtime_events", "event_id"),
+    ("runtime_session_event_ordinals", "session_id, ordinal"),
+    ("core_agent_runs", "session_id, run_id"),
+    ("core_agent_run_events", "session_id, run_id, sequence"),
+    ("session_messages", "session_id, sequence"),
+    ("session_message_payloads", "session_id, sequence"),
+    (
+        "session_message_chunks",
+        "session_id, sequence, chunk_index",
+    ),
+    ("session_metadata", "session_id"),
+    ("session_catalog_projection", "session_id"),
+    ("session_catalog_state", "scope"),
+    ("tool_operations", "operation_id"),
+    ("tool_journal_events", "journal_seq"),
+    ("runtime_partial_snapshots", "stream_key"),
+    ("operational_schema_migrations", "scope"),
+    ("runtime_capabilities", "capability"),
+];
+
+pub fn dump(db: &Path) -> Vec<String> {
+    let c = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut out = Vec::new();
+    for (t, order) in TABLES {
+        let mut stmt = c
+            .prepare(&format!("SELECT * FROM {t} ORDER BY {order}"))
+            .unwrap();
+        let n = stmt.column_count();
+        let mut rows = stmt.query([]).unwrap();
+        while let Some(r) = rows.next().unwrap() {
+            let mut line = format!("{t}:");
+            for i in 0..n {
+                let v: rusqlite::types::Value = r.get(i).unwrap();
+                line.push_str(&format!("{v:?}|"));
+            }
+            out.push(line);
+        }
+    }
+    let uv: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    out.push(format!("user_version:{uv}"));
+    out
+}
+
+pub fn schema(db: &Path) -> Vec<String> {
+    let c = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let mut stmt = c
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY type, name")
+        .unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            Ok(format!(
+                "{}|{}|{}|{:?}",
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, Option<String>>(3)?
+            ))
+        })
+        .unwrap();
+    rows.collect::<Result<_, _>>().unwrap()
+}
+
+pub fn integrity_ok(db: &Path) -> bool {
+    let c = Connection::open(db).unwrap();
+    let r: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    r == "ok"
+}
+
+pub fn stdout_json(o: &Output) -> serde_json::Value {
+    assert!(
+        o.status.success() || o.status.code() == Some(1),
+        "status {:?}\nstderr: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&o.stdout)
+        )
+    })
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Finding identities `(code, session, run, event, operation, tool call)`, sorted.
+pub fn finding_keys(r: &ScanReport) -> Vec<String> {
+    let mut v: Vec<String> = r
+        .findings
+        .iter()
+        .map(|f| {
+            format!(
+                "{}|{:?}|{:?}|{:?}|{:?}|{:?}",
+                f.code, f.session_id, f.run_id, f.event_id, f.operation_id, f.tool_call_id
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Findings of `after` that `before` does not have (as a multiset).
+pub fn new_findings(before: &ScanReport, after: &ScanReport) -> Vec<String> {
+    let mut b = finding_keys(before);
+    let mut out = Vec::new();
+    for k in finding_keys(after) {
+        match b.iter().position(|x| *x == k) {
+            Some(i) => {
+                b.remove(i);
+            }
+            None => out.push(k),
+        }
+    }
+    out
+}
+
+/// The stuck runs (header open, no terminal event) of a report.
+pub fn stuck(r: &ScanReport) -> Vec<(String, String)> {
+    r.runs
+        .iter()
+        .filter(|x| x.state == wsledger::scan::runs::RunState::Stuck)
+        .map(|x| (x.session_id.clone(), x.run_id.clone()))
+        .collect()
+}
