@@ -80,6 +80,7 @@ pub const NOTE_CODES: &[(&str, &str)] = &[
     ("transcript_diagnostic", "Maka's transcript read model reports a diagnostic for an event (`detail.hard`: Maka's session view refuses the session)"),
     ("partial_snapshot_left", "a partial stream snapshot was never completed by an immutable event"),
     ("run_in_flight", "the run is open in the log; Maka shows its cached messages instead of a projection"),
+    ("run_awaiting_adoption", "the header is still open but the log holds the run's terminal event at its tail: Maka shows the run terminal and adopts the event into the header at its next start (what finalize-runs --apply leaves without --project-header)"),
     ("run_not_inline", "the run is not session-inline (a child run); Maka's session view leaves it out"),
     ("tool_operation_legacy", "a tool_operations row without dispatch_event_id: a pre-authority legacy row Maka leaves alone"),
     ("continuation_source_elsewhere", "a continuation claim targets this session but its source run is in another session"),
@@ -1364,7 +1365,24 @@ fn terminal_checks(
         d.event_id = ids.first().cloned();
         rr.divergences.push(d);
     }
-    if let Some(f) = fact {
+    // An open header with a usable terminal event at the tail is not a disagreement:
+    // Maka reads the run as terminal and adopts the event at its next start (issue
+    // notes 14 and 28), so the header and the run event are only waiting.
+    let awaiting = rr.state == RunState::AwaitingAdoption;
+    if let (true, Some(f)) = (awaiting, fact) {
+        let mut n = Note::new(
+            "run_awaiting_adoption",
+            format!(
+                "header `{}`; the terminal event makes the run `{}`, which Maka adopts at its next start",
+                h.status.as_str(),
+                f.run_status.run_status().as_str()
+            ),
+        );
+        n.run_id = Some(run_id.clone());
+        n.event_id = Some(lossy(&f.terminal_event_id));
+        rr.notes.push(n);
+    }
+    if let Some(f) = fact.filter(|_| !awaiting) {
         let implied = f.run_status.run_status();
         if h.status != implied {
             let mut d = div(
@@ -1445,6 +1463,7 @@ fn terminal_checks(
     }
     let op = op_terminals.first();
     match (fact, op) {
+        (Some(_), None) if awaiting => {}
         (Some(f), None) => {
             let want = format!("run_{}", f.run_status.as_str());
             rr.divergences.push(

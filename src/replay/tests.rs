@@ -131,29 +131,17 @@ fn a_consistent_run_has_no_divergence() {
 
 #[test]
 fn headers_and_operational_events_are_compared_with_the_log() {
-    // Header still running, log completed: the header and the run event lag.
+    // Header still running, log completed at its tail: awaiting adoption, a note only.
     let r = replay(&rows(
         vec![user(1), terminal(2, "completed", "")],
         Some(header("running", "")),
         vec![],
     ));
-    assert_eq!(
-        codes(&r),
-        [
-            (
-                "header_status_mismatch",
-                Some("status".into()),
-                json!("running"),
-                json!("completed")
-            ),
-            (
-                "run_terminal_event_missing",
-                Some("event_type".into()),
-                Value::Null,
-                json!("run_completed")
-            ),
-        ]
-    );
+    assert!(codes(&r).is_empty(), "{:?}", codes(&r));
+    assert!(r.runs[0]
+        .notes
+        .iter()
+        .any(|n| n.code == "run_awaiting_adoption"));
     // Header terminal, log without a terminal event.
     let r = replay(&rows(
         vec![user(1)],
