@@ -60,6 +60,8 @@ impl Printer {
 
     /// A note on stderr (silenced by `-q`).
     pub fn note(&mut self, msg: &str) {
+        // Keep stdout and stderr in order on a shared terminal.
+        let _ = self.out.flush();
         if !self.quiet {
             let _ = writeln!(self.err, "{msg}");
         }
@@ -67,6 +69,7 @@ impl Printer {
 
     /// A warning on stderr (silenced by `-q`).
     pub fn warn(&mut self, msg: &str) {
+        let _ = self.out.flush();
         if !self.quiet {
             let _ = writeln!(self.err, "warning: {msg}");
         }
@@ -74,6 +77,7 @@ impl Printer {
 
     /// An error and its hint on stderr (never silenced).
     pub fn error(&mut self, msg: &str, hint: &str) {
+        let _ = self.out.flush();
         let _ = writeln!(self.err, "error: {msg}");
         if !hint.is_empty() {
             let _ = writeln!(self.err, "hint: {hint}");
