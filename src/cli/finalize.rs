@@ -99,7 +99,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
 }
 
 fn now_ms() -> Result<i64, CliError> {
-    if let Ok(v) = std::env::var(NOW_ENV) {
+    if let Some(v) = std::env::var(NOW_ENV).ok().filter(|v| !v.trim().is_empty()) {
         return v.trim().parse().map_err(|_| {
             CliError::new(
                 format!("{NOW_ENV}=`{v}` is not a number of milliseconds"),
