@@ -45,7 +45,7 @@ use sha2::{Digest, Sha256};
 // Arguments
 // ---------------------------------------------------------------------------------
 
-struct Args {
+pub struct Args {
     templates: Vec<PathBuf>,
     out: PathBuf,
     events: Option<u64>,
@@ -59,6 +59,27 @@ struct Args {
 
 const USAGE: &str = "usage: genws --out FILE (--events N | --sessions N) [--seed S] \
 [--template FILE]... [--orphan-responses K] [--duplicate-calls K] [--stuck-runs K] [--quiet]";
+
+impl Args {
+    /// Arguments for `events` (or `sessions`) events cloned from the default template.
+    pub fn new(out: PathBuf, events: Option<u64>, sessions: Option<u64>, seed: u64) -> Args {
+        Args {
+            templates: vec![default_template()],
+            out,
+            events,
+            sessions,
+            seed,
+            orphan_responses: 0,
+            duplicate_calls: 0,
+            stuck_runs: 0,
+            quiet: true,
+        }
+    }
+}
+
+fn default_template() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/healthy/runtime.sqlite")
+}
 
 fn parse_args() -> Result<Args> {
     let mut a = Args {
@@ -102,8 +123,7 @@ fn parse_args() -> Result<Args> {
         bail!("give exactly one of --events and --sessions\n{USAGE}");
     }
     if a.templates.is_empty() {
-        a.templates
-            .push(Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/healthy/runtime.sqlite"));
+        a.templates.push(default_template());
     }
     Ok(a)
 }
@@ -999,7 +1019,11 @@ fn apply_damage(c: &mut Clone, cols: &Cols<'_>, d: Damage, rng: &mut Rng) -> Opt
 // ---------------------------------------------------------------------------------
 
 fn main() -> Result<()> {
-    let args = parse_args()?;
+    run(&parse_args()?).map(|_| ())
+}
+
+/// Generates the workspace; returns the summary also written to `<out>.gen.json`.
+pub fn run(args: &Args) -> Result<serde_json::Value> {
     let started = Instant::now();
     let mut templates = Vec::new();
     for path in &args.templates {
@@ -1179,5 +1203,5 @@ fn main() -> Result<()> {
             size as f64 / 1e6
         );
     }
-    Ok(())
+    Ok(summary)
 }

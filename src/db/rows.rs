@@ -130,9 +130,11 @@ fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
     })
 }
 
-/// The order of Maka's health scan and projection rebuild.
-const EVENTS_IN_SCAN_ORDER: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
-     event_seq, event_kind, payload_json, committed_at FROM runtime_events \
+/// The order of Maka's health scan and projection rebuild, with the columns the scan
+/// reads: `event_id, session_id, invocation_id, run_id, turn_id, event_seq,
+/// payload_json, committed_at`.
+pub const EVENTS_IN_SCAN_ORDER: &str = "SELECT event_id, session_id, invocation_id, run_id, \
+     turn_id, event_seq, payload_json, committed_at FROM runtime_events \
      ORDER BY invocation_id, event_seq, event_id";
 
 const EVENTS_OF_SESSION: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
@@ -223,7 +225,17 @@ impl Workspace {
         let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
         while let Some(r) = rows.next().map_err(e)? {
-            f(event_row(r).map_err(e)?);
+            f(EventRow {
+                event_id: text(r, 0).map_err(e)?,
+                session_id: text(r, 1).map_err(e)?,
+                invocation_id: text(r, 2).map_err(e)?,
+                run_id: text(r, 3).map_err(e)?,
+                turn_id: text(r, 4).map_err(e)?,
+                event_seq: int(r, 5).map_err(e)?,
+                event_kind: String::new(),
+                payload_json: text(r, 6).map_err(e)?,
+                committed_at: int(r, 7).map_err(e)?,
+            });
         }
         Ok(())
     }
