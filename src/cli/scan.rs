@@ -93,6 +93,7 @@ pub fn run(
     };
     let opts = ScanOptions {
         integrity: args.integrity,
+        all_runs: false,
     };
     let mut outcomes = Vec::new();
     for input in &inputs {

@@ -2,12 +2,12 @@
 //! comparison of the stored tool projections with a rebuild from the log (Maka's
 //! `rebuildToolProjectionsFromRuntimeEvents`, which keeps dispatched operations only).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 
 use super::report::{Occurrence, SupersessionGroup};
-use crate::db::{JournalRow, OperationRow};
+use crate::db::{JournalRow, OperationRow, StoredOperationKey};
 use crate::findings::Finding;
-use crate::ledger::scanner::{IssueCode, LedgerIssue, Operation, ToolLedgerScan};
+use crate::ledger::scanner::{IssueCode, LedgerIssue, Operation};
 
 /// A scanner issue as a finding (code verbatim, attributed to the event's session and run).
 pub fn issue_finding(issue: &LedgerIssue) -> Finding {
@@ -60,34 +60,31 @@ fn settled(op: &Operation) -> bool {
     op.response.is_some() || !op.decision_event_ids.is_empty()
 }
 
-/// `operation_unsettled` for each dispatched operation without an outcome (operations
-/// already named in a scanner issue are reported there).
-pub fn unsettled_findings(scan: &ToolLedgerScan) -> Vec<Finding> {
-    scan.operations
-        .iter()
-        .filter(|op| op.dispatch.is_some() && !settled(op) && op.issues.is_empty())
-        .map(|op| {
-            let mode = op
-                .dispatch
-                .as_ref()
-                .map_or("", |d| d.recovery_mode.as_str());
-            let mut f = Finding::new(
-                "operation_unsettled",
-                format!(
-                    "`{}` was dispatched (recovery mode {mode}) and has no outcome",
-                    op.tool_name
-                ),
-            )
-            .session(op.session_id.to_string())
-            .run(op.run_id.to_string())
-            .tool_call(op.tool_call_id.to_string());
-            if let Some(d) = &op.dispatch {
-                f.event_id = Some(d.event_id.to_string());
-            }
-            f.operation_id = op.operation_id.as_ref().map(ToString::to_string);
-            f
-        })
-        .collect()
+/// `operation_unsettled` for a dispatched operation without an outcome (operations
+/// named in a scanner issue are reported there).
+pub fn unsettled_finding(op: &Operation) -> Option<Finding> {
+    if op.dispatch.is_none() || settled(op) || !op.issues.is_empty() {
+        return None;
+    }
+    let mode = op
+        .dispatch
+        .as_ref()
+        .map_or("", |d| d.recovery_mode.as_str());
+    let mut f = Finding::new(
+        "operation_unsettled",
+        format!(
+            "`{}` was dispatched (recovery mode {mode}) and has no outcome",
+            op.tool_name
+        ),
+    )
+    .session(op.session_id.to_string())
+    .run(op.run_id.to_string())
+    .tool_call(op.tool_call_id.to_string());
+    if let Some(d) = &op.dispatch {
+        f.event_id = Some(d.event_id.to_string());
+    }
+    f.operation_id = op.operation_id.as_ref().map(ToString::to_string);
+    Some(f)
 }
 
 /// The `tool_operations` row Maka's rebuild writes for a dispatched operation.
@@ -268,266 +265,215 @@ fn journal_diffs(stored: &JournalRow, want: &JournalRow) -> Vec<String> {
     out
 }
 
-/// Where the stored tool projections disagree with the rebuild from the log.
-/// Operations named in a scanner issue, or with recovery facts, are left out (Maka's
-/// rebuild refuses the first and interprets the second through its bundle rules).
-pub fn projection_findings(
-    scan: &ToolLedgerScan,
-    stored_ops: &[OperationRow],
-    stored_journal: &[JournalRow],
+/// Whether Maka's rebuild writes projection rows for `op`: dispatched, bound to an
+/// operation id, no scanner issue and no recovery fact of its own. (An issue elsewhere
+/// naming its operation id also excludes it; the caller checks that at the end.)
+pub fn is_expected(op: &Operation) -> bool {
+    op.operation_id.is_some()
+        && op.dispatch.is_some()
+        && op.issues.is_empty()
+        && op.reconcile_event_ids.is_empty()
+        && op.decision_event_ids.is_empty()
+}
+
+/// Where the stored projection rows of an expected operation disagree with the rebuild
+/// from the log. `stored` is the `tool_operations` row with its operation id, `journal`
+/// the journal rows with its operation id (journal order), `commits` the
+/// `committed_at` of the operation's events.
+pub fn operation_projection_findings(
+    op: &Operation,
+    stored: Option<&OperationRow>,
+    journal: &[JournalRow],
     commits: &HashMap<String, i64>,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    let stored: HashMap<&str, &OperationRow> = stored_ops
-        .iter()
-        .map(|r| (r.operation_id.as_str(), r))
-        .collect();
-    let mut skipped: HashSet<String> = HashSet::new();
-    let mut expected: BTreeMap<String, &Operation> = BTreeMap::new();
-    let mut session_of_run: HashMap<String, String> = HashMap::new();
-    for op in &scan.operations {
-        session_of_run.insert(op.run_id.to_string(), op.session_id.to_string());
-        let Some(op_id) = &op.operation_id else {
-            continue;
-        };
-        if op.dispatch.is_none() {
-            continue;
-        }
-        if !op.issues.is_empty()
-            || !op.reconcile_event_ids.is_empty()
-            || !op.decision_event_ids.is_empty()
-        {
-            skipped.insert(op_id.to_string());
-            continue;
-        }
-        expected.insert(op_id.to_string(), op);
-    }
-    for issue in &scan.issues {
-        if let Some(o) = &issue.operation_id {
-            skipped.insert(o.to_string());
-        }
-    }
-    let mut journal_by_op: HashMap<&str, Vec<&JournalRow>> = HashMap::new();
-    for j in stored_journal {
-        journal_by_op
-            .entry(j.operation_id.as_str())
-            .or_default()
-            .push(j);
-    }
-    for (op_id, op) in &expected {
-        if skipped.contains(op_id) {
-            continue;
-        }
-        let Some(want) = expected_row(op) else {
-            continue;
-        };
-        let scope = |f: Finding| {
-            f.session(op.session_id.to_string())
-                .run(op.run_id.to_string())
-                .operation(op_id.clone())
-                .tool_call(op.tool_call_id.to_string())
-        };
-        match stored.get(op_id.as_str()) {
-            None => out.push(scope(Finding::new(
-                "projection_operation_missing",
-                "dispatched operation has no tool_operations row".to_owned(),
-            ))),
-            Some(row) => {
-                let diffs = field_diffs(row, &want);
-                if !diffs.is_empty() {
-                    out.push(scope(Finding::new(
-                        "projection_operation_mismatch",
-                        diffs.join("; "),
-                    )));
-                }
-            }
-        }
-        let want_journal = expected_journal(op, commits);
-        let have = journal_by_op
-            .get(op_id.as_str())
-            .cloned()
-            .unwrap_or_default();
-        for w in &want_journal {
-            match have
-                .iter()
-                .find(|h| h.journal_event_id == w.journal_event_id)
-            {
-                None => out.push(scope(Finding::new(
-                    "projection_journal_missing",
-                    format!(
-                        "journal row `{}` ({}) is missing",
-                        w.journal_event_id, w.state
-                    ),
-                ))),
-                Some(h) => {
-                    let diffs = journal_diffs(h, w);
-                    if !diffs.is_empty() {
-                        out.push(scope(Finding::new(
-                            "projection_journal_mismatch",
-                            format!("journal row `{}`: {}", w.journal_event_id, diffs.join("; ")),
-                        )));
-                    }
-                }
-            }
-        }
-        for h in &have {
-            if !want_journal
-                .iter()
-                .any(|w| w.journal_event_id == h.journal_event_id)
-            {
+    let (Some(op_id), Some(want)) = (op.operation_id.as_ref(), expected_row(op)) else {
+        return out;
+    };
+    let op_id = op_id.to_string();
+    let scope = |f: Finding| {
+        f.session(op.session_id.to_string())
+            .run(op.run_id.to_string())
+            .operation(op_id.clone())
+            .tool_call(op.tool_call_id.to_string())
+    };
+    match stored {
+        None => out.push(scope(Finding::new(
+            "projection_operation_missing",
+            "dispatched operation has no tool_operations row".to_owned(),
+        ))),
+        Some(row) => {
+            let diffs = field_diffs(row, &want);
+            if !diffs.is_empty() {
                 out.push(scope(Finding::new(
-                    "projection_journal_extra",
-                    format!(
-                        "journal row `{}` ({}) is not implied by the log",
-                        h.journal_event_id, h.state
-                    ),
+                    "projection_operation_mismatch",
+                    diffs.join("; "),
                 )));
             }
         }
     }
-    for row in stored_ops {
-        // Rows without a dispatch are Maka's pre-authority legacy rows: left alone.
-        if row.dispatch_event_id.is_none()
-            || expected.contains_key(&row.operation_id)
-            || skipped.contains(&row.operation_id)
+    let want_journal = expected_journal(op, commits);
+    for w in &want_journal {
+        match journal
+            .iter()
+            .find(|h| h.journal_event_id == w.journal_event_id)
         {
-            continue;
+            None => out.push(scope(Finding::new(
+                "projection_journal_missing",
+                format!(
+                    "journal row `{}` ({}) is missing",
+                    w.journal_event_id, w.state
+                ),
+            ))),
+            Some(h) => {
+                let diffs = journal_diffs(h, w);
+                if !diffs.is_empty() {
+                    out.push(scope(Finding::new(
+                        "projection_journal_mismatch",
+                        format!("journal row `{}`: {}", w.journal_event_id, diffs.join("; ")),
+                    )));
+                }
+            }
         }
-        let mut f = Finding::new(
-            "projection_operation_extra",
-            format!(
-                "tool_operations row for `{}` has no dispatched operation in the log",
-                row.tool_name
-            ),
-        )
-        .run(row.run_id.clone())
-        .operation(row.operation_id.clone())
-        .tool_call(row.provider_tool_call_id.clone());
-        f.session_id = session_of_run.get(&row.run_id).cloned();
-        out.push(f);
+    }
+    for h in journal {
+        if !want_journal
+            .iter()
+            .any(|w| w.journal_event_id == h.journal_event_id)
+        {
+            out.push(scope(Finding::new(
+                "projection_journal_extra",
+                format!(
+                    "journal row `{}` ({}) is not implied by the log",
+                    h.journal_event_id, h.state
+                ),
+            )));
+        }
     }
     out
 }
 
-/// Groups of re-used identities, from the duplicate issues of the scan.
-pub fn supersession_groups(
-    scan: &ToolLedgerScan,
-    stored_ops: &[OperationRow],
+/// A stored `tool_operations` row (with a dispatch) that no dispatched operation of
+/// the log explains.
+pub fn extra_operation_finding(row: &StoredOperationKey, session: Option<String>) -> Finding {
+    let mut f = Finding::new(
+        "projection_operation_extra",
+        format!(
+            "tool_operations row for `{}` has no dispatched operation in the log",
+            row.tool_name
+        ),
+    )
+    .run(row.run_id.clone())
+    .operation(row.operation_id.clone())
+    .tool_call(row.provider_tool_call_id.clone());
+    f.session_id = session;
+    f
+}
+
+/// Whether `op` carries a duplicate call, dispatch or response issue (it then forms
+/// supersession groups and needs its stored row by key).
+pub fn has_duplicates(op: &Operation, issues: &[LedgerIssue]) -> bool {
+    op.issues.iter().filter_map(|i| issues.get(*i)).any(|i| {
+        matches!(
+            i.code,
+            IssueCode::DuplicateCall | IssueCode::DuplicateDispatch | IssueCode::DuplicateResponse
+        )
+    })
+}
+
+/// The supersession groups of one operation (re-used call, dispatch or response).
+/// `stored` is the `tool_operations` row of the operation's (invocation, tool call id).
+pub fn operation_groups(
+    op: &Operation,
+    issues: &[LedgerIssue],
+    stored: Option<&OperationRow>,
 ) -> Vec<SupersessionGroup> {
-    let by_key: HashMap<(&str, &str), &OperationRow> = stored_ops
-        .iter()
-        .map(|r| {
-            (
-                (r.invocation_id.as_str(), r.provider_tool_call_id.as_str()),
-                r,
-            )
-        })
-        .collect();
-    let by_op_id: HashMap<&str, &OperationRow> = stored_ops
-        .iter()
-        .map(|r| (r.operation_id.as_str(), r))
-        .collect();
-    let mut groups: Vec<SupersessionGroup> = Vec::new();
-    for op in &scan.operations {
-        for kind in ["call", "dispatch", "response"] {
-            let code = match kind {
-                "call" => IssueCode::DuplicateCall,
-                "dispatch" => IssueCode::DuplicateDispatch,
-                _ => IssueCode::DuplicateResponse,
-            };
-            let dups: Vec<&LedgerIssue> = op
-                .issues
-                .iter()
-                .filter_map(|i| scan.issues.get(*i))
-                .filter(|i| i.code == code)
-                .collect();
-            if dups.is_empty() {
-                continue;
-            }
-            let first = match kind {
-                "call" => op.call_event_id.clone(),
-                "dispatch" => op.dispatch.as_ref().map(|d| d.event_id.clone()),
-                _ => op.response.as_ref().map(|r| r.event_id.clone()),
-            };
-            let mut occurrences: Vec<Occurrence> = first
-                .iter()
-                .map(|e| Occurrence {
-                    event_id: e.to_string(),
-                    kind: kind.to_owned(),
-                })
-                .collect();
-            occurrences.extend(dups.iter().map(|i| Occurrence {
-                event_id: i.event_id.to_string(),
-                kind: kind.to_owned(),
-            }));
-            let stored = by_key
-                .get(&(
-                    op.invocation_id.to_string().as_str(),
-                    op.tool_call_id.to_string().as_str(),
-                ))
-                .copied();
-            let kept = stored.and_then(|row| {
-                let referenced = match kind {
-                    "call" => Some(row.call_event_id.clone()),
-                    "dispatch" => row.dispatch_event_id.clone(),
-                    _ => row.result_event_id.clone(),
-                };
-                referenced.filter(|r| occurrences.iter().any(|o| o.event_id == *r))
-            });
-            groups.push(SupersessionGroup {
-                session_id: op.session_id.to_string(),
-                run_id: op.run_id.to_string(),
-                invocation_id: Some(op.invocation_id.to_string()),
-                tool_call_id: Some(op.tool_call_id.to_string()),
-                operation_id: op.operation_id.as_ref().map(ToString::to_string),
-                kind: kind.to_owned(),
-                occurrences,
-                identical: None,
-                projection_keeps: kept,
-            });
-        }
-    }
-    // A re-used operation id: the dispatch that bound it first, then each re-use.
-    for issue in scan
-        .issues
-        .iter()
-        .filter(|i| i.code == IssueCode::DuplicateOperation)
-    {
-        let Some(op_id) = &issue.operation_id else {
-            continue;
+    let mut groups = Vec::new();
+    for kind in ["call", "dispatch", "response"] {
+        let code = match kind {
+            "call" => IssueCode::DuplicateCall,
+            "dispatch" => IssueCode::DuplicateDispatch,
+            _ => IssueCode::DuplicateResponse,
         };
-        let owner = scan.operations.iter().find(|o| {
-            o.operation_id.as_ref() == Some(op_id)
-                && o.dispatch
-                    .as_ref()
-                    .is_some_and(|d| d.event_id != issue.event_id)
-        });
-        let mut occurrences = Vec::new();
-        if let Some(d) = owner.and_then(|o| o.dispatch.as_ref()) {
-            occurrences.push(Occurrence {
-                event_id: d.event_id.to_string(),
-                kind: "dispatch".into(),
-            });
+        let dups: Vec<&LedgerIssue> = op
+            .issues
+            .iter()
+            .filter_map(|i| issues.get(*i))
+            .filter(|i| i.code == code)
+            .collect();
+        if dups.is_empty() {
+            continue;
         }
-        occurrences.push(Occurrence {
-            event_id: issue.event_id.to_string(),
-            kind: "dispatch".into(),
+        let first = match kind {
+            "call" => op.call_event_id.clone(),
+            "dispatch" => op.dispatch.as_ref().map(|d| d.event_id.clone()),
+            _ => op.response.as_ref().map(|r| r.event_id.clone()),
+        };
+        let mut occurrences: Vec<Occurrence> = first
+            .iter()
+            .map(|e| Occurrence {
+                event_id: e.to_string(),
+                kind: kind.to_owned(),
+            })
+            .collect();
+        occurrences.extend(dups.iter().map(|i| Occurrence {
+            event_id: i.event_id.to_string(),
+            kind: kind.to_owned(),
+        }));
+        let kept = stored.and_then(|row| {
+            let referenced = match kind {
+                "call" => Some(row.call_event_id.clone()),
+                "dispatch" => row.dispatch_event_id.clone(),
+                _ => row.result_event_id.clone(),
+            };
+            referenced.filter(|r| occurrences.iter().any(|o| o.event_id == *r))
         });
-        let kept = by_op_id
-            .get(op_id.to_string().as_str())
-            .and_then(|r| r.dispatch_event_id.clone())
-            .filter(|r| occurrences.iter().any(|o| o.event_id == *r));
         groups.push(SupersessionGroup {
-            session_id: issue.session_id.to_string(),
-            run_id: issue.run_id.to_string(),
-            invocation_id: None,
-            tool_call_id: issue.tool_call_id.as_ref().map(ToString::to_string),
-            operation_id: Some(op_id.to_string()),
-            kind: "operation".into(),
+            session_id: op.session_id.to_string(),
+            run_id: op.run_id.to_string(),
+            invocation_id: Some(op.invocation_id.to_string()),
+            tool_call_id: Some(op.tool_call_id.to_string()),
+            operation_id: op.operation_id.as_ref().map(ToString::to_string),
+            kind: kind.to_owned(),
             occurrences,
             identical: None,
             projection_keeps: kept,
         });
     }
     groups
+}
+
+/// The group of a re-used operation id: the dispatch that bound it first (`owner`),
+/// then the re-use. `stored` is the `tool_operations` row of that operation id.
+pub fn duplicate_operation_group(
+    issue: &LedgerIssue,
+    owner: Option<String>,
+    stored: Option<&OperationRow>,
+) -> Option<SupersessionGroup> {
+    let op_id = issue.operation_id.as_ref()?;
+    let mut occurrences = Vec::new();
+    if let Some(d) = owner.filter(|d| *d != issue.event_id.to_string()) {
+        occurrences.push(Occurrence {
+            event_id: d,
+            kind: "dispatch".into(),
+        });
+    }
+    occurrences.push(Occurrence {
+        event_id: issue.event_id.to_string(),
+        kind: "dispatch".into(),
+    });
+    let kept = stored
+        .and_then(|r| r.dispatch_event_id.clone())
+        .filter(|r| occurrences.iter().any(|o| o.event_id == *r));
+    Some(SupersessionGroup {
+        session_id: issue.session_id.to_string(),
+        run_id: issue.run_id.to_string(),
+        invocation_id: None,
+        tool_call_id: issue.tool_call_id.as_ref().map(ToString::to_string),
+        operation_id: Some(op_id.to_string()),
+        kind: "operation".into(),
+        occurrences,
+        identical: None,
+        projection_keeps: kept,
+    })
 }
