@@ -2,7 +2,7 @@
 //!
 //! For each size (default 10k, 100k, 200k and 1M events) a workspace is generated
 //! once with `examples/genws.rs` (cached under `$WSLEDGER_BENCH_DIR`, default
-//! `<target dir>/wsledger-bench`) and then, round after round, the floor and `doctor
+//! `<target dir>/tmp/wsledger-bench`) and then, round after round, the floor and `doctor
 //! scan` run back to back:
 //!
 //! - floor: the cheapest honest read of the same data, in this process: the
@@ -40,10 +40,7 @@ fn bench_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("WSLEDGER_BENCH_DIR") {
         return PathBuf::from(d);
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
-    target.join("wsledger-bench")
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("wsledger-bench")
 }
 
 fn parse_size(s: &str) -> Result<u64> {

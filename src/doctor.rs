@@ -3,7 +3,9 @@
 
 use std::path::Path;
 
-use crate::db::{DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace};
+use crate::db::{
+    DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace,
+};
 use crate::scan::{ScanReport, ScanStore, Tables, Walker};
 
 /// Options of a scan.
@@ -133,7 +135,11 @@ pub fn scan_workspace(
     })?;
     progress(n, total);
     let count = |t: &str| -> Result<usize, DbError> {
-        Ok(if has(t) { ws.count_rows(t)? as usize } else { 0 })
+        Ok(if has(t) {
+            ws.count_rows(t)? as usize
+        } else {
+            0
+        })
     };
     let tables = Tables {
         sessions: if has("session_metadata") {

@@ -228,6 +228,15 @@ impl Workspace {
         self.conn
             .pragma_update(None, "query_only", true)
             .map_err(|e| self.err(&e))?;
+        // Point lookups are re-run with new values many times per scan: without the
+        // planner stability guarantee, the bundled STAT4 build re-prepares such a
+        // statement on every new binding.
+        self.conn
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+                true,
+            )
+            .map_err(|e| self.err(&e))?;
         // Touch the schema now so "not a database" and lock errors surface at open.
         let n: i64 = self
             .conn

@@ -621,7 +621,9 @@ impl Workspace {
     pub fn count_rows(&self, table: &str) -> Result<u64, DbError> {
         let n: i64 = self
             .conn()
-            .query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| r.get(0))
+            .query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| {
+                r.get(0)
+            })
             .map_err(|e| self.err(&e))?;
         Ok(n.max(0) as u64)
     }
@@ -630,7 +632,11 @@ impl Workspace {
     pub fn event_session_count(&self) -> Result<u64, DbError> {
         let n: i64 = self
             .conn()
-            .query_row("SELECT count(DISTINCT session_id) FROM runtime_events", [], |r| r.get(0))
+            .query_row(
+                "SELECT count(DISTINCT session_id) FROM runtime_events",
+                [],
+                |r| r.get(0),
+            )
             .map_err(|e| self.err(&e))?;
         Ok(n.max(0) as u64)
     }
@@ -698,7 +704,9 @@ impl Workspace {
                  WHERE invocation_id = ?1 AND provider_tool_call_id = ?2"
             ))
             .map_err(e)?;
-        let mut rows = stmt.query([invocation_id, provider_tool_call_id]).map_err(e)?;
+        let mut rows = stmt
+            .query([invocation_id, provider_tool_call_id])
+            .map_err(e)?;
         match rows.next().map_err(e)? {
             Some(r) => Ok(Some(operation_row(r).map_err(e)?)),
             None => Ok(None),
@@ -768,10 +776,7 @@ impl Workspace {
     }
 
     /// Streams the ordinal rows in primary-key order: `(session_id, ordinal, event_id)`.
-    pub fn for_each_ordinal(
-        &self,
-        mut f: impl FnMut(&str, i64, &str),
-    ) -> Result<(), DbError> {
+    pub fn for_each_ordinal(&self, mut f: impl FnMut(&str, i64, &str)) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self
             .conn()

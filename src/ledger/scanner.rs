@@ -353,9 +353,15 @@ pub enum LateTouch {
     /// Issue `issue` (an index into the issues) was recorded on operation `operation_id`.
     Issue { operation_id: JsStr, issue: usize },
     /// A reconcile-result fact names the operation.
-    Reconcile { operation_id: JsStr, event_id: JsStr },
+    Reconcile {
+        operation_id: JsStr,
+        event_id: JsStr,
+    },
     /// A recovery-decision fact names the operation (it is then settled).
-    Decision { operation_id: JsStr, event_id: JsStr },
+    Decision {
+        operation_id: JsStr,
+        event_id: JsStr,
+    },
 }
 
 /// Operation ids bound by a dispatch (Maka's `byOperation`), compactly: canonical ids
@@ -733,9 +739,11 @@ impl ToolLedgerScanner {
         let next = if self.options.assume_store_order {
             // The store orders by `invocation_id` (bytes): an invocation id that is not
             // greater than the one we leave means a return to a left invocation.
-            if self.last_invocation.as_ref().is_some_and(|last| {
-                last.as_wtf8() >= invocation.as_wtf8()
-            }) {
+            if self
+                .last_invocation
+                .as_ref()
+                .is_some_and(|last| last.as_wtf8() >= invocation.as_wtf8())
+            {
                 return Err(ScanOrderError {
                     event_id: event.id.clone(),
                     invocation_id: invocation.clone(),
@@ -1086,7 +1094,11 @@ impl ToolLedgerScanner {
         else {
             return;
         };
-        let Some(index) = self.by_operation.get(&fact.operation_id).map(|slot| slot.index) else {
+        let Some(index) = self
+            .by_operation
+            .get(&fact.operation_id)
+            .map(|slot| slot.index)
+        else {
             let call_id = event.refs.as_ref().and_then(|r| truthy(&r.tool_call_id));
             self.add_issue(
                 None,

@@ -69,7 +69,13 @@ pub struct RunAcc {
 }
 
 impl RunAcc {
-    fn add(&mut self, invocation_id: &str, event_seq: i64, event_id: &str, decoded: Option<&RuntimeEvent>) {
+    fn add(
+        &mut self,
+        invocation_id: &str,
+        event_seq: i64,
+        event_id: &str,
+        decoded: Option<&RuntimeEvent>,
+    ) {
         self.rows += 1;
         self.max_seq = self.max_seq.max(event_seq);
         if !self.invocations.iter().any(|i| i == invocation_id) {
@@ -237,7 +243,11 @@ impl Walker {
     }
 
     /// Feeds the next row in `invocation_id, event_seq, event_id` order.
-    pub fn push_row(&mut self, row: &EventRowRef<'_>, store: &mut dyn ScanStore) -> Result<(), DbError> {
+    pub fn push_row(
+        &mut self,
+        row: &EventRowRef<'_>,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
         self.events += 1;
         if self.current_invocation.as_deref() != Some(&*row.invocation_id) {
             self.close_invocation(store)?;
@@ -246,8 +256,14 @@ impl Walker {
         }
         self.check_seq(row);
         let id = &*row.event_id;
-        self.event_sum.0 = self.event_sum.0.wrapping_add(self.event_hasher.0.hash_one(id));
-        self.event_sum.1 = self.event_sum.1.wrapping_add(self.event_hasher.1.hash_one(id));
+        self.event_sum.0 = self
+            .event_sum
+            .0
+            .wrapping_add(self.event_hasher.0.hash_one(id));
+        self.event_sum.1 = self
+            .event_sum
+            .1
+            .wrapping_add(self.event_hasher.1.hash_one(id));
         let decoded = decode_parts(
             &row.payload_json,
             id,
@@ -334,7 +350,11 @@ impl Walker {
         Ok(())
     }
 
-    fn close_operation(&mut self, op: &Operation, store: &mut dyn ScanStore) -> Result<(), DbError> {
+    fn close_operation(
+        &mut self,
+        op: &Operation,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
         let op_id = op.operation_id.clone().unwrap_or_default();
         if let Some(f) = projection::unsettled_finding(op) {
             self.unsettled.push((op_id.clone(), f));
@@ -353,8 +373,8 @@ impl Walker {
             }
         }
         if projection::has_duplicates(op, self.scanner.issues()) {
-            let stored =
-                store.operation_by_call(&op.invocation_id.to_string(), &op.tool_call_id.to_string())?;
+            let stored = store
+                .operation_by_call(&op.invocation_id.to_string(), &op.tool_call_id.to_string())?;
             self.supersession.extend(projection::operation_groups(
                 op,
                 self.scanner.issues(),
@@ -410,7 +430,8 @@ impl Walker {
         if plain && !self.keep_all_runs {
             return;
         }
-        if result.report.is_none() && result.findings.is_empty() && result.header_failure.is_none() {
+        if result.report.is_none() && result.findings.is_empty() && result.header_failure.is_none()
+        {
             return;
         }
         if !self.keep_all_runs && plain {
@@ -422,7 +443,11 @@ impl Walker {
     /// Completes the scan: the last invocation, re-assessed runs, headers without
     /// events, late changes to closed operations, extra stored operations and the
     /// ordinal checks; then the report.
-    pub fn finish(mut self, store: &mut dyn ScanStore, tables: Tables) -> Result<ScanReport, DbError> {
+    pub fn finish(
+        mut self,
+        store: &mut dyn ScanStore,
+        tables: Tables,
+    ) -> Result<ScanReport, DbError> {
         self.close_invocation(store)?;
         // Runs whose rows came back in a later invocation: from all their rows.
         for (s, r) in std::mem::take(&mut self.split_runs) {
@@ -438,7 +463,12 @@ impl Walker {
             let mut acc = RunAcc::default();
             for row in store.run_rows(&s, &r)? {
                 let decoded = decode_row(&row).ok();
-                acc.add(&row.invocation_id, row.event_seq, &row.event_id, decoded.as_ref());
+                acc.add(
+                    &row.invocation_id,
+                    row.event_seq,
+                    &row.event_id,
+                    decoded.as_ref(),
+                );
             }
             let result = self.assess_run(s, r, &acc, store)?;
             self.keep(result);

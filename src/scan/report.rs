@@ -1,6 +1,5 @@
 //! The scan's result: the JSON contract of `doctor scan` (schema_version 1).
 
-
 use serde::Serialize;
 
 use super::runs::RunReport;
