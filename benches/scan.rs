@@ -94,6 +94,12 @@ fn floor(db: &Path) -> Result<u64> {
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
+    // The same connection settings as the scan's.
+    conn.pragma_update(None, "cache_size", wsledger::db::READ_CACHE_KIB)?;
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )?;
     let mut stmt = conn.prepare(wsledger::db::EVENTS_IN_SCAN_ORDER)?;
     let mut rows = stmt.query([])?;
     let mut n = 0u64;
