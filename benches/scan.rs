@@ -5,7 +5,7 @@
 //! `<target dir>/tmp/wsledger-bench`) and then, round after round, the floor and `doctor
 //! scan` run back to back:
 //!
-//! - floor: the cheapest honest read of the same data, in this process: the
+//! - floor: the cheapest honest read of the same data, in a child process: the
 //!   `runtime_events` columns the scan needs, in the scan's order
 //!   (`invocation_id, event_seq, event_id`), each payload parsed and decoded by our
 //!   typed decoder, nothing else;
@@ -81,9 +81,18 @@ fn workspace(events: u64, seed: u64) -> Result<(PathBuf, u64)> {
     }
     eprintln!("bench: generating {} ({events} events)...", dir.display());
     let t = Instant::now();
-    let summary = genws::run(&genws::Args::new(db, Some(events), None, seed))?;
+    // In a child process: this process must stay small, since a child's peak RSS
+    // (`ru_maxrss`) starts from the parent's at spawn.
+    let status = Command::new(std::env::current_exe()?)
+        .args(["--generate-child", &events.to_string(), &seed.to_string()])
+        .arg(&db)
+        .status()?;
+    if !status.success() {
+        bail!("generating {} failed", db.display());
+    }
     eprintln!("bench: generated in {:.1} s", t.elapsed().as_secs_f64());
-    Ok((dir, summary["events"].as_u64().unwrap_or(events)))
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&side)?)?;
+    Ok((dir, v["events"].as_u64().unwrap_or(events)))
 }
 
 /// The floor: the scan's query and columns, each payload decoded. Returns rows read.
@@ -175,7 +184,38 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
+/// The floor in a child process (same footing as the scan): seconds and rows.
+fn floor_child(db: &Path) -> Result<(f64, u64)> {
+    let t = Instant::now();
+    let out = Command::new(std::env::current_exe()?)
+        .arg("--floor-child")
+        .arg(db)
+        .stderr(Stdio::inherit())
+        .output()?;
+    let seconds = t.elapsed().as_secs_f64();
+    if !out.status.success() {
+        bail!("floor failed on {}", db.display());
+    }
+    let n: u64 = String::from_utf8_lossy(&out.stdout).trim().parse()?;
+    Ok((seconds, n))
+}
+
 fn main() -> Result<()> {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--floor-child") {
+        println!("{}", floor(Path::new(&argv[2]))?);
+        return Ok(());
+    }
+    if argv.get(1).map(String::as_str) == Some("--generate-child") {
+        let (events, seed) = (argv[2].parse()?, argv[3].parse()?);
+        genws::run(&genws::Args::new(
+            PathBuf::from(&argv[4]),
+            Some(events),
+            None,
+            seed,
+        ))?;
+        return Ok(());
+    }
     let mut sizes = vec![10_000, 100_000, 200_000, 1_000_000];
     let mut rounds = 5usize;
     let mut parallel = true;
@@ -210,16 +250,14 @@ fn main() -> Result<()> {
         let (dir, events) = workspace(size, 1)?;
         let db = dir.join("runtime.sqlite");
         // Warm the page cache and check the workspace scans clean.
-        floor(&db)?;
+        floor_child(&db)?;
         let warm = scan(&[&dir])?;
         if warm.status != 0 {
             bail!("doctor scan {} exited {}", dir.display(), warm.status);
         }
         let (mut f, mut s, mut r, mut rss) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
-            let t = Instant::now();
-            let n = floor(&db)?;
-            let ft = t.elapsed().as_secs_f64();
+            let (ft, n) = floor_child(&db)?;
             if n != events {
                 bail!("floor read {n} rows, expected {events}");
             }
@@ -263,7 +301,7 @@ fn main() -> Result<()> {
             .unwrap_or(sizes[0]);
         let (a, _) = workspace(size, 1)?;
         let (b, _) = workspace(size, 2)?;
-        floor(&b.join("runtime.sqlite"))?;
+        floor_child(&b.join("runtime.sqlite"))?;
         let (mut one, mut two) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             let t = Instant::now();
