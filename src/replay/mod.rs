@@ -21,6 +21,7 @@ pub mod context;
 pub mod digest;
 pub mod input;
 pub mod transcript;
+mod walk;
 
 pub use input::{operation_ids_named, InputError, SessionRows};
 
@@ -39,7 +40,7 @@ use crate::ledger::terminal::{
 };
 use crate::scan::projection::{projection_diffs, supersession_groups, DiffKind};
 use crate::scan::runs::{assess_runs, RunReport, RunState};
-use crate::scan::{decode_row, RunAcc, Walker};
+use crate::scan::{decode_row, RunAcc};
 
 /// Every divergence code, with what it means. A divergence makes `replay` exit 1.
 pub const DIVERGENCE_CODES: &[(&str, &str)] = &[
@@ -478,11 +479,7 @@ fn lossy(s: &crate::json::JsStr) -> String {
 /// Replays one session.
 pub fn replay(rows: &SessionRows) -> Replay {
     // 1. Walk the session's rows as the scan does: decode, scanner, per-run facts.
-    let mut walker = Walker::new();
-    for row in &rows.events {
-        walker.push_row(row.clone());
-    }
-    let parts = walker.into_parts();
+    let parts = walk::walk(&rows.events);
     let scan = parts.scan;
 
     // 2. Runs, in Maka's session order: headers by (created_at, run_id), then runs that
