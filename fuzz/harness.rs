@@ -5,19 +5,26 @@
 
 #![allow(dead_code)]
 
-use std::collections::{HashMap, HashSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use wsledger::args_hash::{canonical_tool_args_hash, identity_preimage};
-use wsledger::db::{EventRow, HeaderRow};
+use wsledger::bundle::Bundle;
+use wsledger::db::{
+    DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
+    StoredOperationKey,
+};
 use wsledger::event::{decode_event_text, encode_canonical, event_kind, RuntimeEvent};
 use wsledger::json::{parse, JsStr};
 use wsledger::ledger::scanner::scan_tool_ledger;
 use wsledger::ledger::terminal::{
     classify_terminal_ledger, terminal_verdict, RunHeaderView, RunStatus, TerminalKind,
 };
+use wsledger::replay::{replay as replay_rows, SessionRows};
+use wsledger::report::replay::{render_replay, ReplayFormat};
 use wsledger::report::scan::render_scan;
 use wsledger::report::{Format, RenderOpts};
-use wsledger::scan::{decode_row, Tables, Walker};
+use wsledger::scan::{decode_row, ScanStore, Tables, Walker};
 
 /// Bytes as the database layer reads a TEXT column (not UTF-8: replaced).
 fn text(data: &[u8]) -> std::borrow::Cow<'_, str> {
@@ -177,37 +184,55 @@ pub fn scan(data: &[u8]) {
     let store_order: Vec<RuntimeEvent> = rows.iter().filter_map(|r| decode_row(r).ok()).collect();
     let exact = scan_tool_ledger(&store_order);
 
-    let mut headers = Vec::new();
-    let mut runs_seen = HashSet::new();
+    let mut store = MemoryStore {
+        rows: rows.clone(),
+        headers: BTreeMap::new(),
+    };
     for r in &rows {
         let key = (r.session_id.clone(), r.run_id.clone());
-        if !runs_seen.insert(key) {
+        if store.headers.contains_key(&key) {
             continue;
         }
-        let k = runs_seen.len() + data.len();
-        if k % 5 == 4 {
-            continue; // a run without header
-        }
+        let k = store.headers.len() + data.len();
         let status = RunStatus::ALL[k % RunStatus::ALL.len()];
-        headers.push(HeaderRow {
+        let header = HeaderRow {
             session_id: r.session_id.clone(),
             run_id: r.run_id.clone(),
-            created_at: headers.len() as i64,
+            created_at: store.headers.len() as i64,
             record_json: header_record(&r.session_id, &r.run_id, &r.turn_id, status),
-        });
+        };
+        // Some runs have no header; the map keeps them as `None`.
+        store.headers.insert(key, (k % 5 != 4).then_some(header));
     }
 
-    let mut walker = Walker::new();
-    for row in rows {
-        walker.push_row(row);
+    let mut walker = Walker::new().keep_all_runs(data.len().is_multiple_of(2));
+    for row in &rows {
+        let r = EventRowRef {
+            event_id: Cow::Borrowed(&row.event_id),
+            session_id: Cow::Borrowed(&row.session_id),
+            invocation_id: Cow::Borrowed(&row.invocation_id),
+            run_id: Cow::Borrowed(&row.run_id),
+            turn_id: Cow::Borrowed(&row.turn_id),
+            event_seq: row.event_seq,
+            payload_json: Cow::Borrowed(&row.payload_json),
+            committed_at: row.committed_at,
+        };
+        walker.push_row(&r, &mut store).expect("memory store");
     }
-    let report = walker.finish(Tables {
-        headers: Some(headers),
-        operations: Some(Vec::new()),
-        journal: Some(Vec::new()),
-        sessions: Some(Vec::new()),
-        ..Tables::default()
-    });
+    let sessions: HashSet<&str> = rows.iter().map(|r| r.session_id.as_str()).collect();
+    let header_rows = store.headers.values().filter(|h| h.is_some()).count();
+    let report = walker
+        .finish(
+            &mut store,
+            Tables {
+                schema: SchemaFacts::default(),
+                sessions: sessions.len(),
+                runs: header_rows,
+                operations: 0,
+                integrity: None,
+            },
+        )
+        .expect("memory store");
     assert_eq!(
         report.issues, exact.issues,
         "the streaming scan and Maka's exact scan disagree"
@@ -227,5 +252,110 @@ pub fn scan(data: &[u8]) {
                 "raw U+202E in {format:?} output"
             );
         }
+    }
+}
+
+/// The database of the whole-scan target: the fuzzed rows, a header for most runs,
+/// no tool tables and no ordinals.
+struct MemoryStore {
+    rows: Vec<EventRow>,
+    headers: BTreeMap<(String, String), Option<HeaderRow>>,
+}
+
+impl ScanStore for MemoryStore {
+    fn header(&mut self, session_id: &str, run_id: &str) -> Result<Option<HeaderRow>, DbError> {
+        Ok(self
+            .headers
+            .get(&(session_id.to_owned(), run_id.to_owned()))
+            .cloned()
+            .flatten())
+    }
+    fn operation(&mut self, _operation_id: &str) -> Result<Option<OperationRow>, DbError> {
+        Ok(None)
+    }
+    fn operation_by_call(
+        &mut self,
+        _invocation_id: &str,
+        _tool_call_id: &str,
+    ) -> Result<Option<OperationRow>, DbError> {
+        Ok(None)
+    }
+    fn journal(&mut self, _operation_id: &str) -> Result<Vec<JournalRow>, DbError> {
+        Ok(Vec::new())
+    }
+    fn run_rows(&mut self, session_id: &str, run_id: &str) -> Result<Vec<EventRow>, DbError> {
+        Ok(self
+            .rows
+            .iter()
+            .filter(|r| r.session_id == session_id && r.run_id == run_id)
+            .cloned()
+            .collect())
+    }
+    fn header_count(&mut self) -> Result<u64, DbError> {
+        Ok(self.headers.values().filter(|h| h.is_some()).count() as u64)
+    }
+    fn for_each_header_key(
+        &mut self,
+        f: &mut dyn FnMut(&str, &str) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        for ((s, r), h) in &self.headers {
+            if h.is_some() {
+                f(s, r)?;
+            }
+        }
+        Ok(())
+    }
+    fn for_each_operation(
+        &mut self,
+        _f: &mut dyn FnMut(StoredOperationKey) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        Ok(())
+    }
+    fn session_of(&mut self, invocation_id: &str, run_id: &str) -> Result<Option<String>, DbError> {
+        Ok(self
+            .rows
+            .iter()
+            .find(|r| r.invocation_id == invocation_id && r.run_id == run_id)
+            .map(|r| r.session_id.clone()))
+    }
+    fn for_each_ordinal(&mut self, _f: &mut dyn FnMut(&str, i64, &str)) -> Result<bool, DbError> {
+        Ok(false)
+    }
+    fn events_without_ordinal(&mut self) -> Result<Vec<(String, String, String)>, DbError> {
+        Ok(Vec::new())
+    }
+}
+
+/// Replay's fold over a fuzzed session bundle (the `replay --bundle` input): parse,
+/// rows, replay, keep each run, and every output format (text output holds no raw
+/// ESC or U+202E).
+pub fn replay(data: &[u8]) {
+    let text = text(data);
+    let Ok(bundle) = Bundle::from_json_text(&text) else {
+        return;
+    };
+    let Ok(rows) = SessionRows::from_bundle(&bundle) else {
+        return;
+    };
+    let r = replay_rows(&rows);
+    let opts = RenderOpts {
+        color: false,
+        width: 100,
+    };
+    for format in [ReplayFormat::Text, ReplayFormat::Json, ReplayFormat::Ndjson] {
+        let mut out = Vec::new();
+        render_replay(&mut out, &r, "bundle", format, &opts).expect("render into memory");
+        if format == ReplayFormat::Text {
+            assert!(!out.contains(&0x1b), "raw ESC in text output");
+            assert!(
+                !out.windows(3).any(|w| w == "\u{202e}".as_bytes()),
+                "raw U+202E in text output"
+            );
+        }
+    }
+    let run_ids: Vec<String> = r.runs.iter().map(|x| x.run_id.clone()).collect();
+    for id in run_ids {
+        let mut one = r.clone();
+        assert!(one.keep_run(&id), "a run of the replay can be kept");
     }
 }

@@ -10,6 +10,7 @@
 //! - `report`: renders values; `cli`: parses arguments and orchestrates.
 
 pub mod args_hash;
+pub mod bundle;
 pub mod cli;
 pub mod db;
 pub mod doctor;
@@ -21,5 +22,6 @@ pub mod header;
 pub mod json;
 pub mod ledger;
 pub mod lock;
+pub mod replay;
 pub mod report;
 pub mod scan;

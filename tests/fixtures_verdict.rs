@@ -41,7 +41,10 @@ fn every_real_workspace_gets_makas_verdict() {
         let v = verdict(&dir);
         let report = scan_path(
             &dir.join("runtime.sqlite"),
-            ScanOptions::default(),
+            ScanOptions {
+                all_runs: true,
+                ..ScanOptions::default()
+            },
             &mut |_, _| {},
         )
         .unwrap();

@@ -51,6 +51,11 @@ fn scan_seeds_and_regressions() {
     run_all("scan", harness::scan);
 }
 
+#[test]
+fn replay_seeds_and_regressions() {
+    run_all("replay", harness::replay);
+}
+
 /// Rebuilds `fuzz/seeds/` (run by hand; see the README's Safety section).
 #[test]
 #[ignore = "writes fuzz/seeds/; run by hand"]
@@ -115,6 +120,14 @@ fn write_seed_corpus() {
         }
         for (_, payloads) in runs {
             add("scan", (payloads.join("\n") + "\n").into_bytes());
+        }
+        // Every session as the bundle `replay --export` writes (replay's seeds).
+        let ws = wsledger::db::Workspace::open_read_only(&dir.join("runtime.sqlite")).unwrap();
+        for session in ws.session_ids().unwrap() {
+            let bundle = ws
+                .export_session(&session, &wsledger::replay::operation_ids_named)
+                .unwrap();
+            add("replay", bundle.to_json_text().into_bytes());
         }
     }
     // The conformance vectors.

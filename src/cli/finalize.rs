@@ -99,7 +99,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
 }
 
 fn now_ms() -> Result<i64, CliError> {
-    if let Ok(v) = std::env::var(NOW_ENV) {
+    if let Some(v) = std::env::var(NOW_ENV).ok().filter(|v| !v.trim().is_empty()) {
         return v.trim().parse().map_err(|_| {
             CliError::new(
                 format!("{NOW_ENV}=`{v}` is not a number of milliseconds"),
@@ -230,7 +230,13 @@ pub fn run(
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
     drop(writer);
     plan.applied = true;
-    let after = scan_path(&db, ScanOptions::default(), &mut |_, _| {})?;
+    // Every run, terminal ones included: the planned runs are terminal after a
+    // --project-header write and must still be found.
+    let all = ScanOptions {
+        all_runs: true,
+        ..ScanOptions::default()
+    };
+    let after = scan_path(&db, all, &mut |_, _| {})?;
     verify(&before, &after, &plan)?;
     printer.note(&format!(
         "applied: {} run(s) written; the rescan finds none of them stuck and no new finding",

@@ -6,6 +6,7 @@ mod explain;
 pub mod finalize;
 mod info;
 mod printer;
+mod replay;
 mod scan;
 mod workspace;
 
@@ -136,6 +137,8 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// Show the workspace: schema, counts, WAL, Maka's owner lock and gate
     Info(info::InfoArgs),
+    /// Replay a session from its event log and show where the projections diverge
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -156,6 +159,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         Command::Explain(args) => explain::run(&args, printer),
         Command::Completions(args) => completions::run(&args, printer),
         Command::Info(args) => info::run(&cli.global, &args, printer),
+        Command::Replay(args) => replay::run(&cli.global, &args, printer),
     }
 }
 

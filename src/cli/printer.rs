@@ -62,6 +62,8 @@ impl Printer {
     /// A note on stderr (silenced by `-q`). Like everything on stderr it is
     /// sanitized: paths and database text may hold escape sequences or newlines.
     pub fn note(&mut self, msg: &str) {
+        // Keep stdout and stderr in order on a shared terminal.
+        let _ = self.out.flush();
         if !self.quiet {
             let _ = writeln!(self.err, "{}", sanitize(msg));
         }
@@ -69,6 +71,7 @@ impl Printer {
 
     /// A warning on stderr (silenced by `-q`).
     pub fn warn(&mut self, msg: &str) {
+        let _ = self.out.flush();
         if !self.quiet {
             let _ = writeln!(self.err, "warning: {}", sanitize(msg));
         }
@@ -76,6 +79,7 @@ impl Printer {
 
     /// An error and its hint on stderr (never silenced): one line each.
     pub fn error(&mut self, msg: &str, hint: &str) {
+        let _ = self.out.flush();
         let _ = writeln!(self.err, "error: {}", sanitize(msg));
         if !hint.is_empty() {
             let _ = writeln!(self.err, "hint: {}", sanitize(hint));

@@ -93,9 +93,37 @@ pub fn run(
     };
     let opts = ScanOptions {
         integrity: args.integrity,
+        all_runs: false,
     };
+    // Several workspaces are scanned in parallel, one per core; results keep the
+    // argument order.
+    let multi = (printer.progress && inputs.len() > 1).then(indicatif::MultiProgress::new);
+    let bar = |_: usize| -> Option<indicatif::ProgressBar> {
+        if !printer.progress {
+            return None;
+        }
+        let b = indicatif::ProgressBar::new(0);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} scanning {pos}/{len} events {wide_bar} {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        match &multi {
+            Some(m) => Some(m.add(b)),
+            None => {
+                b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+                Some(b)
+            }
+        }
+    };
+    let bars: Vec<Option<indicatif::ProgressBar>> = (0..inputs.len()).map(bar).collect();
+    let results = scan_all(&inputs, opts, args, bars);
     let mut outcomes = Vec::new();
-    for input in &inputs {
+    for (input, (result, notes)) in inputs.iter().zip(results) {
+        for n in notes {
+            printer.note(&n);
+        }
         let shown = input.as_ref().map_or_else(
             || {
                 workspace::default_workspace()
@@ -104,7 +132,6 @@ pub fn run(
             },
             |p| p.display().to_string(),
         );
-        let result = scan_one(input.as_deref(), opts, args, printer);
         outcomes.push(Outcome {
             path: shown,
             result,
@@ -120,25 +147,75 @@ pub fn run(
     render_many(outcomes, format, printer)
 }
 
+type ScanResult = (Result<(ScanReport, ExitStatus), CliError>, Vec<String>);
+
+/// Scans every input, on up to one thread per core; results in input order, each with
+/// the notes to print.
+fn scan_all(
+    inputs: &[Option<PathBuf>],
+    opts: ScanOptions,
+    args: &ScanArgs,
+    bars: Vec<Option<indicatif::ProgressBar>>,
+) -> Vec<ScanResult> {
+    let run = |i: usize, bar: Option<indicatif::ProgressBar>| -> ScanResult {
+        let mut notes = Vec::new();
+        let r = scan_one(inputs[i].as_deref(), opts, args, bar, &mut notes);
+        (r, notes)
+    };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(inputs.len());
+    if threads <= 1 {
+        return bars
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| run(i, b))
+            .collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let bars: Vec<std::sync::Mutex<Option<indicatif::ProgressBar>>> =
+        bars.into_iter().map(std::sync::Mutex::new).collect();
+    let slots: Vec<std::sync::Mutex<Option<ScanResult>>> =
+        inputs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= inputs.len() {
+                    break;
+                }
+                let bar = bars[i].lock().map(|mut b| b.take()).unwrap_or(None);
+                let r = run(i, bar);
+                if let Ok(mut slot) = slots[i].lock() {
+                    *slot = Some(r);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .map(|m| {
+            m.into_inner().ok().flatten().unwrap_or_else(|| {
+                (
+                    Err(CliError::new(
+                        "the scan of this workspace stopped unexpectedly",
+                        "run it again on its own",
+                    )),
+                    Vec::new(),
+                )
+            })
+        })
+        .collect()
+}
+
 fn scan_one(
     input: Option<&std::path::Path>,
     opts: ScanOptions,
     args: &ScanArgs,
-    printer: &mut Printer,
+    bar: Option<indicatif::ProgressBar>,
+    notes: &mut Vec<String>,
 ) -> Result<(ScanReport, ExitStatus), CliError> {
     let db = workspace::database_path(input)?;
-    let show = printer.progress;
-    let bar = show.then(|| {
-        let b = indicatif::ProgressBar::new(0);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} scanning {pos}/{len} events {wide_bar} {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        b
-    });
     let mut progress = |done: u64, total: u64| {
         if let Some(b) = &bar {
             b.set_length(total);
@@ -165,7 +242,7 @@ fn scan_one(
                 "check that the directory exists and is writable",
             )
         })?;
-        printer.note(&format!(
+        notes.push(format!(
             "wrote {} expected finding(s) to {}",
             report.findings.len(),
             path.display()

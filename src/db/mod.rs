@@ -18,6 +18,7 @@ pub mod backup;
 pub mod facts;
 pub mod rows;
 pub mod schema;
+pub mod session;
 pub mod write;
 
 use std::path::{Path, PathBuf};
@@ -30,6 +31,9 @@ pub use rows::*;
 /// How long a read waits for another connection's lock before giving up. Maka itself
 /// waits 5 s; a doctor should not hang longer than that.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `PRAGMA cache_size` of read connections (negative: KiB).
+pub const READ_CACHE_KIB: i64 = -32 * 1024;
 
 /// Why a workspace could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -296,6 +300,21 @@ impl Workspace {
             .map_err(|e| self.err(&e))?;
         self.conn
             .pragma_update(None, "query_only", true)
+            .map_err(|e| self.err(&e))?;
+        // A fixed page cache (32 MiB, not growing with the file): the scan's point
+        // lookups into headers and tool projections keep their index pages here
+        // instead of re-reading them from the OS for every lookup.
+        self.conn
+            .pragma_update(None, "cache_size", READ_CACHE_KIB)
+            .map_err(|e| self.err(&e))?;
+        // Point lookups are re-run with new values many times per scan: without the
+        // planner stability guarantee, the bundled STAT4 build re-prepares such a
+        // statement on every new binding.
+        self.conn
+            .set_db_config(
+                rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+                true,
+            )
             .map_err(|e| self.err(&e))?;
         // Touch the schema now so "not a database" and lock errors surface at open.
         let n: i64 = self

@@ -1,6 +1,7 @@
 //! Rows exactly as stored, and the queries that read them. No interpretation here:
 //! a column of an unexpected type is read as text so the core can judge it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use rusqlite::types::ValueRef;
@@ -130,9 +131,11 @@ fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
     })
 }
 
-/// The order of Maka's health scan and projection rebuild.
-const EVENTS_IN_SCAN_ORDER: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
-     event_seq, event_kind, payload_json, committed_at FROM runtime_events \
+/// The order of Maka's health scan and projection rebuild, with the columns the scan
+/// reads: `event_id, session_id, invocation_id, run_id, turn_id, event_seq,
+/// payload_json, committed_at`.
+pub const EVENTS_IN_SCAN_ORDER: &str = "SELECT event_id, session_id, invocation_id, run_id, \
+     turn_id, event_seq, payload_json, committed_at FROM runtime_events \
      ORDER BY invocation_id, event_seq, event_id";
 
 const EVENTS_OF_SESSION: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
@@ -223,7 +226,17 @@ impl Workspace {
         let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
         while let Some(r) = rows.next().map_err(e)? {
-            f(event_row(r).map_err(e)?);
+            f(EventRow {
+                event_id: text(r, 0).map_err(e)?,
+                session_id: text(r, 1).map_err(e)?,
+                invocation_id: text(r, 2).map_err(e)?,
+                run_id: text(r, 3).map_err(e)?,
+                turn_id: text(r, 4).map_err(e)?,
+                event_seq: int(r, 5).map_err(e)?,
+                event_kind: String::new(),
+                payload_json: text(r, 6).map_err(e)?,
+                committed_at: int(r, 7).map_err(e)?,
+            });
         }
         Ok(())
     }
@@ -520,5 +533,308 @@ impl Workspace {
             )
             .map_err(|e| self.err(&e))?;
         Ok(n > 0)
+    }
+}
+
+/// One `runtime_events` row as SQLite hands it out (valid during the callback): text
+/// is borrowed unless it had to be converted.
+#[derive(Clone, Debug)]
+pub struct EventRowRef<'a> {
+    pub event_id: Cow<'a, str>,
+    pub session_id: Cow<'a, str>,
+    pub invocation_id: Cow<'a, str>,
+    pub run_id: Cow<'a, str>,
+    pub turn_id: Cow<'a, str>,
+    pub event_seq: i64,
+    pub payload_json: Cow<'a, str>,
+    pub committed_at: i64,
+}
+
+fn text_ref<'a>(row: &'a Row<'_>, i: usize) -> rusqlite::Result<Cow<'a, str>> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => Cow::Borrowed(""),
+        ValueRef::Integer(n) => Cow::Owned(n.to_string()),
+        ValueRef::Real(f) => Cow::Owned(f.to_string()),
+        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b),
+    })
+}
+
+const HEADER_COLUMNS: &str = "session_id, run_id, created_at, record_json";
+const OPERATION_COLUMNS: &str = "operation_id, invocation_id, run_id, turn_id, \
+     provider_tool_call_id, tool_name, canonical_args_hash, recovery_mode, current_state, \
+     call_event_id, result_event_id, version, dispatch_event_id";
+const JOURNAL_COLUMNS: &str = "journal_seq, journal_event_id, operation_id, invocation_id, \
+     run_id, turn_id, state, runtime_event_id, canonical_args_hash, recovery_mode, \
+     metadata_json, committed_at";
+
+fn header_row(r: &Row<'_>) -> rusqlite::Result<HeaderRow> {
+    Ok(HeaderRow {
+        session_id: text(r, 0)?,
+        run_id: text(r, 1)?,
+        created_at: int(r, 2)?,
+        record_json: text(r, 3)?,
+    })
+}
+
+fn operation_row(r: &Row<'_>) -> rusqlite::Result<OperationRow> {
+    Ok(OperationRow {
+        operation_id: text(r, 0)?,
+        invocation_id: text(r, 1)?,
+        run_id: text(r, 2)?,
+        turn_id: text(r, 3)?,
+        provider_tool_call_id: text(r, 4)?,
+        tool_name: text(r, 5)?,
+        canonical_args_hash: text(r, 6)?,
+        recovery_mode: text(r, 7)?,
+        current_state: text(r, 8)?,
+        call_event_id: text(r, 9)?,
+        result_event_id: opt_text(r, 10)?,
+        version: int(r, 11)?,
+        dispatch_event_id: opt_text(r, 12)?,
+    })
+}
+
+fn journal_row(r: &Row<'_>) -> rusqlite::Result<JournalRow> {
+    Ok(JournalRow {
+        journal_seq: int(r, 0)?,
+        journal_event_id: text(r, 1)?,
+        operation_id: text(r, 2)?,
+        invocation_id: text(r, 3)?,
+        run_id: text(r, 4)?,
+        turn_id: text(r, 5)?,
+        state: text(r, 6)?,
+        runtime_event_id: opt_text(r, 7)?,
+        canonical_args_hash: opt_text(r, 8)?,
+        recovery_mode: opt_text(r, 9)?,
+        metadata_json: opt_text(r, 10)?,
+        committed_at: int(r, 11)?,
+    })
+}
+
+/// A stored `tool_operations` row reduced to what the extra-row check needs.
+#[derive(Clone, Debug)]
+pub struct StoredOperationKey {
+    pub operation_id: String,
+    pub invocation_id: String,
+    pub run_id: String,
+    pub provider_tool_call_id: String,
+    pub tool_name: String,
+    pub has_dispatch: bool,
+}
+
+impl Workspace {
+    /// Streams every `runtime_events` row in Maka's health-scan order, borrowed.
+    pub fn for_each_event_ref(
+        &self,
+        mut f: impl FnMut(&EventRowRef<'_>) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let row = EventRowRef {
+                event_id: text_ref(r, 0).map_err(e)?,
+                session_id: text_ref(r, 1).map_err(e)?,
+                invocation_id: text_ref(r, 2).map_err(e)?,
+                run_id: text_ref(r, 3).map_err(e)?,
+                turn_id: text_ref(r, 4).map_err(e)?,
+                event_seq: int(r, 5).map_err(e)?,
+                payload_json: text_ref(r, 6).map_err(e)?,
+                committed_at: int(r, 7).map_err(e)?,
+            };
+            f(&row)?;
+        }
+        Ok(())
+    }
+
+    /// Every row of one run (through `runtime_events_by_run`), in scan order.
+    pub fn run_event_rows(&self, session_id: &str, run_id: &str) -> Result<Vec<EventRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT event_id, session_id, invocation_id, run_id, turn_id, event_seq, \
+                 event_kind, payload_json, committed_at FROM runtime_events \
+                 WHERE session_id = ?1 AND run_id = ?2 ORDER BY invocation_id, event_seq, event_id",
+            )
+            .map_err(e)?;
+        let rows = stmt.query_map([session_id, run_id], event_row).map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// `count(*)` of a table.
+    pub fn count_rows(&self, table: &str) -> Result<u64, DbError> {
+        let n: i64 = self
+            .conn()
+            .query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.err(&e))?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// Distinct sessions of `runtime_events` (when `session_metadata` is missing).
+    pub fn event_session_count(&self) -> Result<u64, DbError> {
+        let n: i64 = self
+            .conn()
+            .query_row(
+                "SELECT count(DISTINCT session_id) FROM runtime_events",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// The run header of `(session_id, run_id)`, through its primary key.
+    pub fn header_of(&self, session_id: &str, run_id: &str) -> Result<Option<HeaderRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {HEADER_COLUMNS} FROM core_agent_runs WHERE session_id = ?1 AND run_id = ?2"
+            ))
+            .map_err(e)?;
+        let mut rows = stmt.query([session_id, run_id]).map_err(e)?;
+        match rows.next().map_err(e)? {
+            Some(r) => Ok(Some(header_row(r).map_err(e)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Every `(session_id, run_id)` of `core_agent_runs` (from an index).
+    pub fn for_each_header_key(
+        &self,
+        mut f: impl FnMut(&str, &str) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT session_id, run_id FROM core_agent_runs")
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            f(&text_ref(r, 0).map_err(e)?, &text_ref(r, 1).map_err(e)?)?;
+        }
+        Ok(())
+    }
+
+    /// The `tool_operations` row of an operation id (primary key).
+    pub fn operation_of(&self, operation_id: &str) -> Result<Option<OperationRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM tool_operations WHERE operation_id = ?1"
+            ))
+            .map_err(e)?;
+        let mut rows = stmt.query([operation_id]).map_err(e)?;
+        match rows.next().map_err(e)? {
+            Some(r) => Ok(Some(operation_row(r).map_err(e)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The `tool_operations` row of `(invocation_id, provider_tool_call_id)`.
+    pub fn operation_by_call(
+        &self,
+        invocation_id: &str,
+        provider_tool_call_id: &str,
+    ) -> Result<Option<OperationRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {OPERATION_COLUMNS} FROM tool_operations \
+                 WHERE invocation_id = ?1 AND provider_tool_call_id = ?2"
+            ))
+            .map_err(e)?;
+        let mut rows = stmt
+            .query([invocation_id, provider_tool_call_id])
+            .map_err(e)?;
+        match rows.next().map_err(e)? {
+            Some(r) => Ok(Some(operation_row(r).map_err(e)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The journal rows of an operation, in journal order (through its index).
+    pub fn journal_of(&self, operation_id: &str) -> Result<Vec<JournalRow>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare_cached(&format!(
+                "SELECT {JOURNAL_COLUMNS} FROM tool_journal_events WHERE operation_id = ?1 \
+                 ORDER BY journal_seq"
+            ))
+            .map_err(e)?;
+        let rows = stmt.query_map([operation_id], journal_row).map_err(e)?;
+        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+    }
+
+    /// Every `tool_operations` row, reduced (table order).
+    pub fn for_each_stored_operation(
+        &self,
+        mut f: impl FnMut(StoredOperationKey) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT operation_id, invocation_id, run_id, provider_tool_call_id, tool_name, \
+                 dispatch_event_id IS NOT NULL FROM tool_operations",
+            )
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            f(StoredOperationKey {
+                operation_id: text(r, 0).map_err(e)?,
+                invocation_id: text(r, 1).map_err(e)?,
+                run_id: text(r, 2).map_err(e)?,
+                provider_tool_call_id: text(r, 3).map_err(e)?,
+                tool_name: text(r, 4).map_err(e)?,
+                has_dispatch: int(r, 5).map_err(e)? != 0,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The session of the events of `(invocation_id, run_id)`, if any.
+    pub fn session_of_run_events(
+        &self,
+        invocation_id: &str,
+        run_id: &str,
+    ) -> Result<Option<String>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT session_id FROM runtime_events WHERE invocation_id = ?1 AND run_id = ?2 \
+                 LIMIT 1",
+            )
+            .map_err(e)?;
+        let mut rows = stmt.query([invocation_id, run_id]).map_err(e)?;
+        match rows.next().map_err(e)? {
+            Some(r) => Ok(Some(text(r, 0).map_err(e)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Streams the ordinal rows in primary-key order: `(session_id, ordinal, event_id)`.
+    pub fn for_each_ordinal(&self, mut f: impl FnMut(&str, i64, &str)) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT session_id, ordinal, event_id FROM runtime_session_event_ordinals")
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            f(
+                &text_ref(r, 0).map_err(e)?,
+                int(r, 1).map_err(e)?,
+                &text_ref(r, 2).map_err(e)?,
+            );
+        }
+        Ok(())
     }
 }

@@ -5,12 +5,14 @@
 //! Maka's write gate names only the first one. Operations keep compact facts (ids,
 //! names, hashes), never whole events.
 //!
-//! Memory: the scanner always keeps the operation list, the operation-id index and one
-//! identity "spine" per invocation. What only matters inside one invocation (the
-//! provider-call-id index, the arguments of calls not yet dispatched, the refs of
-//! responses not yet dispatched) is dropped when the invocation changes if the caller
-//! promises store order ([`ScanOptions::assume_store_order`]); the global event-id set
-//! can be skipped when ids are known to be unique ([`ScanOptions::assume_unique_event_ids`]).
+//! Memory: by default the scanner keeps every operation and one identity "spine" per
+//! invocation. When the caller promises store order ([`ScanOptions::assume_store_order`])
+//! everything that only matters inside one invocation (its spine, provider-call-id
+//! index, pending call arguments and response refs, and its operations, handed out by
+//! [`ToolLedgerScanner::close_invocation`]) is dropped when the invocation ends; what
+//! stays is the operation-id index (Maka's `byOperation`, about 50 bytes per bound
+//! operation) and the issues. The global event-id set can be skipped when ids are
+//! known to be unique ([`ScanOptions::assume_unique_event_ids`]).
 //!
 //! Pure: no I/O.
 
@@ -342,6 +344,83 @@ pub struct Operation {
     pub issues: Vec<usize>,
 }
 
+/// A change to an operation whose invocation was already closed (store order): only
+/// a `duplicate_operation` re-using its id, or a recovery fact naming it, can reach it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LateTouch {
+    /// Issue `issue` (an index into the issues) was recorded on operation `operation_id`.
+    Issue { operation_id: JsStr, issue: usize },
+    /// A reconcile-result fact names the operation.
+    Reconcile {
+        operation_id: JsStr,
+        event_id: JsStr,
+    },
+    /// A recovery-decision fact names the operation (it is then settled).
+    Decision {
+        operation_id: JsStr,
+        event_id: JsStr,
+    },
+}
+
+/// Operation ids bound by a dispatch (Maka's `byOperation`), compactly: canonical ids
+/// (`toolop_` + 32 lowercase hex) as 128-bit keys, any other id as its string.
+#[derive(Default)]
+struct OpIds {
+    hex: HashMap<u128, OpSlot>,
+    other: HashMap<JsStr, OpSlot>,
+}
+
+#[derive(Clone)]
+struct OpSlot {
+    /// Global index of the operation (see `ToolLedgerScanner::ops_base`).
+    index: usize,
+    /// The binding dispatch's event id once the operation is closed, unless it is the
+    /// usual `<operationId>_dispatch`.
+    unusual_dispatch: Option<JsStr>,
+}
+
+fn canonical_op_key(id: &JsStr) -> Option<u128> {
+    let b = id.as_wtf8();
+    if b.len() != 39 || !b.starts_with(b"toolop_") {
+        return None;
+    }
+    let mut v: u128 = 0;
+    for &c in &b[7..] {
+        let d = match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => return None,
+        };
+        v = (v << 4) | u128::from(d);
+    }
+    Some(v)
+}
+
+impl OpIds {
+    fn get(&self, id: &JsStr) -> Option<&OpSlot> {
+        match canonical_op_key(id) {
+            Some(k) => self.hex.get(&k),
+            None => self.other.get(id),
+        }
+    }
+    fn get_mut(&mut self, id: &JsStr) -> Option<&mut OpSlot> {
+        match canonical_op_key(id) {
+            Some(k) => self.hex.get_mut(&k),
+            None => self.other.get_mut(id),
+        }
+    }
+    fn insert(&mut self, id: &JsStr, index: usize) {
+        let slot = OpSlot {
+            index,
+            unusual_dispatch: None,
+        };
+        match canonical_op_key(id) {
+            Some(k) => self.hex.insert(k, slot),
+            None => self.other.insert(id.clone(), slot),
+        };
+    }
+}
+
 /// The result of a scan.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ToolLedgerScan {
@@ -370,10 +449,11 @@ pub struct ScanOptions {
     /// primary key), so the global set of seen ids is not kept and no
     /// `duplicate_event_id` is reported.
     pub assume_unique_event_ids: bool,
-    /// The caller guarantees that the events of one invocation are contiguous (the
-    /// store's `invocation_id, event_seq, event_id` order), so per-invocation state
-    /// is dropped when the invocation changes. An invocation that comes back makes
-    /// [`ToolLedgerScanner::push`] fail with [`ScanOrderError`].
+    /// The caller guarantees the store's `invocation_id, event_seq, event_id` order
+    /// (invocation ids strictly increasing, bytewise), so per-invocation state is
+    /// dropped when the invocation changes and operations can be handed out with
+    /// [`ToolLedgerScanner::close_invocation`]. An invocation id that does not grow
+    /// makes [`ToolLedgerScanner::push`] fail with [`ScanOrderError`].
     pub assume_store_order: bool,
 }
 
@@ -457,17 +537,29 @@ impl InvocationState {
 pub struct ToolLedgerScanner {
     options: ScanOptions,
     issues: Vec<LedgerIssue>,
+    /// Operations not yet closed; `operations[i]` has global index `ops_base + i`.
     operations: Vec<Operation>,
+    /// Global index of `operations[0]`: under store order, the number of operations
+    /// handed out by [`ToolLedgerScanner::close_invocation`].
+    ops_base: usize,
+    /// Operations of invocations left behind that nobody took (store order).
+    closed: Vec<Operation>,
+    /// Changes to operations already handed out (store order).
+    late: Vec<LateTouch>,
     seen_event_ids: HashSet<JsStr>,
-    /// invocation id -> the (session, run, turn) of its first event. Global.
+    /// invocation id -> the (session, run, turn) of its first event. Under store order
+    /// only the current invocation's.
     spines: HashMap<Arc<JsStr>, Spine>,
-    /// Shared copies of identity strings that are not a spine's, and of tool names.
+    /// Shared copies of identity strings that are not a spine's, and of tool names
+    /// (under store order, of the current invocation only).
     interned: HashSet<Arc<JsStr>>,
     /// Maka's `byOperation`: operation id -> operation. Global.
-    by_operation: HashMap<JsStr, usize>,
+    by_operation: OpIds,
     current: Option<InvocationState>,
     /// States of invocations left behind (only without `assume_store_order`).
     parked: HashMap<JsStr, InvocationState>,
+    /// The latest invocation entered (store order: ids only grow).
+    last_invocation: Option<JsStr>,
 }
 
 impl Default for ToolLedgerScanner {
@@ -493,13 +585,90 @@ impl ToolLedgerScanner {
             options,
             issues: Vec::new(),
             operations: Vec::new(),
+            ops_base: 0,
+            closed: Vec::new(),
+            late: Vec::new(),
             seen_event_ids: HashSet::new(),
             spines: HashMap::new(),
             interned: HashSet::new(),
-            by_operation: HashMap::new(),
+            by_operation: OpIds::default(),
             current: None,
             parked: HashMap::new(),
+            last_invocation: None,
         }
+    }
+
+    /// Under [`ScanOptions::assume_store_order`]: ends the current invocation and hands
+    /// out every operation opened since the last call (in open order). Later events can
+    /// still reach them only through their operation id; such changes are collected
+    /// as [`LateTouch`]es. Without store order, returns nothing.
+    pub fn close_invocation(&mut self) -> Vec<Operation> {
+        if !self.options.assume_store_order {
+            return Vec::new();
+        }
+        self.current = None;
+        self.spines.clear();
+        self.interned.clear();
+        let mut out = std::mem::take(&mut self.closed);
+        let ops = std::mem::take(&mut self.operations);
+        self.ops_base += ops.len();
+        out.extend(ops);
+        for op in &out {
+            if let (Some(id), Some(d)) = (&op.operation_id, &op.dispatch) {
+                let usual = d.event_id.as_wtf8().strip_suffix(b"_dispatch") == Some(id.as_wtf8());
+                if let Some(slot) = self.by_operation.get_mut(id) {
+                    if !usual {
+                        slot.unusual_dispatch = Some(d.event_id.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Changes to operations already handed out by `close_invocation`.
+    pub fn take_late_touches(&mut self) -> Vec<LateTouch> {
+        std::mem::take(&mut self.late)
+    }
+
+    /// Whether a dispatch bound `operation_id` (Maka's `byOperation` has it).
+    pub fn is_bound(&self, operation_id: &JsStr) -> bool {
+        self.by_operation.get(operation_id).is_some()
+    }
+
+    /// The event id of the dispatch that bound `operation_id`, once its operation is
+    /// closed.
+    pub fn binding_dispatch(&self, operation_id: &JsStr) -> Option<JsStr> {
+        let slot = self.by_operation.get(operation_id)?.clone();
+        let first_closed = self.ops_base - self.closed.len();
+        if slot.index >= first_closed {
+            let op = if slot.index >= self.ops_base {
+                &self.operations[slot.index - self.ops_base]
+            } else {
+                &self.closed[slot.index - first_closed]
+            };
+            return op.dispatch.as_ref().map(|d| d.event_id.clone());
+        }
+        Some(slot.unusual_dispatch.clone().unwrap_or_else(|| {
+            let mut b = operation_id.as_wtf8().to_vec();
+            b.extend_from_slice(b"_dispatch");
+            JsStr::from_wtf8_unchecked(b)
+        }))
+    }
+
+    /// The operation of global index `index`, unless it was handed out.
+    fn any_op(&mut self, index: usize) -> Option<&mut Operation> {
+        if index >= self.ops_base {
+            return self.operations.get_mut(index - self.ops_base);
+        }
+        let first_closed = self.ops_base - self.closed.len();
+        index
+            .checked_sub(first_closed)
+            .and_then(|i| self.closed.get_mut(i))
+    }
+
+    fn op(&mut self, index: usize) -> &mut Operation {
+        &mut self.operations[index - self.ops_base]
     }
 
     /// Issues found so far.
@@ -509,14 +678,16 @@ impl ToolLedgerScanner {
 
     /// Number of operations opened so far.
     pub fn operation_count(&self) -> usize {
-        self.operations.len()
+        self.ops_base + self.operations.len()
     }
 
-    /// The scan result.
+    /// The scan result (under store order, the operations not handed out yet).
     pub fn finish(self) -> ToolLedgerScan {
+        let mut operations = self.closed;
+        operations.extend(self.operations);
         ToolLedgerScan {
             issues: self.issues,
-            operations: self.operations,
+            operations,
         }
     }
 
@@ -564,11 +735,25 @@ impl ToolLedgerScanner {
             return Ok(());
         }
         let next = if self.options.assume_store_order {
-            if self.spines.contains_key(invocation) {
+            // The store orders by `invocation_id` (bytes): an invocation id that is not
+            // greater than the one we leave means a return to a left invocation.
+            if self
+                .last_invocation
+                .as_ref()
+                .is_some_and(|last| last.as_wtf8() >= invocation.as_wtf8())
+            {
                 return Err(ScanOrderError {
                     event_id: event.id.clone(),
                     invocation_id: invocation.clone(),
                 });
+            }
+            self.last_invocation = Some(invocation.clone());
+            if self.current.is_some() {
+                // Nobody closed the invocation we leave: keep its operations.
+                let ops = std::mem::take(&mut self.operations);
+                self.ops_base += ops.len();
+                self.closed.extend(ops);
+                self.spines.clear();
             }
             InvocationState::new(invocation)
         } else {
@@ -642,7 +827,7 @@ impl ToolLedgerScanner {
             return;
         };
         if let Some(&index) = self.state().by_tool_call.get(id) {
-            let op = &mut self.operations[index];
+            let op = self.op(index);
             if op.call_event_id.is_some() {
                 let operation_id = truthy(&op.operation_id);
                 self.add_issue(
@@ -680,7 +865,7 @@ impl ToolLedgerScanner {
             return;
         }
         let index = self.open_operation(event, spine, id, name, OpenedBy::Call);
-        let op = &mut self.operations[index];
+        let op = self.op(index);
         op.call_event_id = Some(event.id.clone());
         let state = self.state();
         state.by_tool_call.insert(id.clone(), index);
@@ -715,7 +900,7 @@ impl ToolLedgerScanner {
                     &dispatch.tool_name,
                     OpenedBy::Dispatch,
                 );
-                let op = &mut self.operations[index];
+                let op = self.op(index);
                 op.operation_id = Some(operation_id.clone());
                 op.dispatch = Some(facts.clone());
                 self.state().by_tool_call.insert(call_id.clone(), index);
@@ -728,7 +913,7 @@ impl ToolLedgerScanner {
                 );
                 index
             }
-            Some(index) if self.operations[index].dispatch.is_some() => {
+            Some(index) if self.operations[index - self.ops_base].dispatch.is_some() => {
                 self.add_issue(
                     Some(index),
                     IssueCode::DuplicateDispatch,
@@ -741,7 +926,7 @@ impl ToolLedgerScanner {
             Some(index) => index,
         };
 
-        if let Some(&owner) = self.by_operation.get(operation_id) {
+        if let Some(owner) = self.by_operation.get(operation_id).map(|slot| slot.index) {
             if owner != index {
                 let at = self.add_issue(
                     Some(owner),
@@ -750,12 +935,12 @@ impl ToolLedgerScanner {
                     Some(operation_id.clone()),
                     Some(call_id.clone()),
                 );
-                self.operations[index].issues.push(at);
+                self.op(index).issues.push(at);
                 return;
             }
         }
 
-        let op = &mut self.operations[index];
+        let op = self.op(index);
         op.operation_id = Some(operation_id.clone());
         op.dispatch = Some(facts);
         let has_call = op.call_event_id.is_some();
@@ -765,7 +950,7 @@ impl ToolLedgerScanner {
                 && *op.run_id == *spine.run
                 && *op.turn_id == *spine.turn);
         let name_differs = *op.tool_name != dispatch.tool_name;
-        self.by_operation.insert(operation_id.clone(), index);
+        self.by_operation.insert(operation_id, index);
         // After binding, no later dispatch can reach this operation's pending facts.
         let pending = self.state().pending.remove(&index).unwrap_or_default();
 
@@ -848,7 +1033,7 @@ impl ToolLedgerScanner {
         };
         let Some(index) = self.state().by_tool_call.get(id).copied() else {
             let index = self.open_operation(event, spine, id, name, OpenedBy::Response);
-            self.operations[index].response = Some(facts);
+            self.op(index).response = Some(facts);
             let state = self.state();
             state.by_tool_call.insert(id.clone(), index);
             state.pending.entry(index).or_default().response = Some(pending);
@@ -861,7 +1046,7 @@ impl ToolLedgerScanner {
             );
             return;
         };
-        let op = &mut self.operations[index];
+        let op = self.op(index);
         if op.response.is_some() {
             let operation_id = truthy(&op.operation_id);
             self.add_issue(
@@ -906,7 +1091,11 @@ impl ToolLedgerScanner {
         else {
             return;
         };
-        let Some(&index) = self.by_operation.get(&fact.operation_id) else {
+        let Some(index) = self
+            .by_operation
+            .get(&fact.operation_id)
+            .map(|slot| slot.index)
+        else {
             let call_id = event.refs.as_ref().and_then(|r| truthy(&r.tool_call_id));
             self.add_issue(
                 None,
@@ -917,7 +1106,22 @@ impl ToolLedgerScanner {
             );
             return;
         };
-        let op = &mut self.operations[index];
+        let Some(op) = self.any_op(index) else {
+            let operation_id = fact.operation_id.clone();
+            let event_id = event.id.clone();
+            self.late.push(if lane == Lane::ReconcileResult {
+                LateTouch::Reconcile {
+                    operation_id,
+                    event_id,
+                }
+            } else {
+                LateTouch::Decision {
+                    operation_id,
+                    event_id,
+                }
+            });
+            return;
+        };
         if lane == Lane::ReconcileResult {
             op.reconcile_event_ids.push(event.id.clone());
         } else {
@@ -950,7 +1154,7 @@ impl ToolLedgerScanner {
             issues: Vec::new(),
         };
         self.operations.push(op);
-        self.operations.len() - 1
+        self.ops_base + self.operations.len() - 1
     }
 
     /// Records an issue at `event`; returns its index.
@@ -975,9 +1179,16 @@ impl ToolLedgerScanner {
 
     fn record(&mut self, operation: Option<usize>, issue: LedgerIssue) -> usize {
         let at = self.issues.len();
+        let operation_id = issue.operation_id.clone();
         self.issues.push(issue);
         if let Some(index) = operation {
-            self.operations[index].issues.push(at);
+            match self.any_op(index) {
+                Some(op) => op.issues.push(at),
+                None => self.late.push(LateTouch::Issue {
+                    operation_id: operation_id.unwrap_or_default(),
+                    issue: at,
+                }),
+            }
         }
         at
     }

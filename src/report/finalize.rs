@@ -65,6 +65,15 @@ fn table(opts: &RenderOpts, header: Vec<&str>) -> Table {
     t
 }
 
+/// Ids are what users copy into the next command: never wrap those columns.
+fn keep_ids_whole(t: &mut Table, columns: &[usize]) {
+    for &c in columns {
+        if let Some(col) = t.column_mut(c) {
+            col.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+        }
+    }
+}
+
 fn render_table(
     out: &mut dyn Write,
     plan: &Plan,
@@ -114,6 +123,8 @@ fn render_table(
                 Cell::new(e.ts.to_string()),
             ]);
         }
+        // Every cell is an id or a short code: better a wide table than broken words.
+        t.set_content_arrangement(ContentArrangement::Disabled);
         writeln!(out, "{t}")?;
     }
     if !plan.skipped.is_empty() {
@@ -130,6 +141,7 @@ fn render_table(
                 Cell::new(sanitize(&s.detail)),
             ]);
         }
+        keep_ids_whole(&mut t, &[0]);
         writeln!(out, "{t}")?;
     }
     writeln!(

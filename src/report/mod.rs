@@ -2,6 +2,7 @@
 //! writer it is handed.
 
 pub mod finalize;
+pub mod replay;
 pub mod sanitize;
 pub mod scan;
 

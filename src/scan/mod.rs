@@ -1,23 +1,42 @@
 //! `doctor scan`: every finding about one workspace, computed from its rows.
 //!
-//! Pure: the caller streams `runtime_events` rows in Maka's health-scan order into a
-//! [`Walker`], then hands the other tables to [`Walker::finish`]. Memory grows with
-//! runs and tool operations, not with events: only terminal-looking events are kept.
+//! The caller streams `runtime_events` rows in Maka's health-scan order
+//! (`invocation_id, event_seq, event_id`) into a [`Walker`], then calls
+//! [`Walker::finish`]. The walk is bounded by what is open, not by the file: when an
+//! invocation ends, its runs are assessed against their headers and its operations
+//! against their stored projection rows (point lookups through a [`ScanStore`]), and
+//! both are dropped. What stays for the whole walk is small per item: a 128-bit
+//! fingerprint per run seen, Maka's operation-id index (about 50 bytes per bound
+//! operation), a 128-bit sum over event ids (for the ordinal check), and findings.
+//!
+//! Exactness does not depend on the usual shapes: a run whose rows come back in a
+//! later invocation is re-read from the store and assessed again; an operation
+//! reached after its invocation ended (a re-used operation id, a recovery fact) is
+//! reconciled at the end; headers without events are found by count, then by key.
 
-mod projection;
+pub mod projection;
 mod report;
 pub mod runs;
 
 pub use report::*;
 
-use std::collections::HashMap;
+use std::collections::hash_map::RandomState;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::hash::BuildHasher;
 
 use crate::db::schema::{diff_schema, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
-use crate::db::SchemaFacts;
-use crate::db::{EventRow, HeaderRow, JournalRow, OperationRow, SessionRow};
-use crate::event::{decode_event_text, row_identity_matches, RowIdentity, RuntimeEvent};
+use crate::db::{
+    DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
+    StoredOperationKey,
+};
+use crate::event::{decode_event_text, RuntimeEvent};
 use crate::findings::Finding;
-use crate::ledger::scanner::{ScanOptions as ScannerOptions, ToolLedgerScanner};
+use crate::header::{decode_header, RunHeader};
+use crate::json::JsStr;
+use crate::ledger::scanner::{
+    IssueCode, LateTouch, Operation, ScanOptions as ScannerOptions, ToolLedgerScanner,
+};
+use runs::RunReport;
 
 /// The reserved session of Maka's workspace-version authority: events without run
 /// headers, never written by anyone else.
@@ -32,7 +51,8 @@ pub struct DecodeFailure {
     pub message: String,
 }
 
-/// What the walk keeps about one run (keyed by the row's session and run columns).
+/// What the walk keeps about one run (keyed by the row's session and run columns)
+/// while its invocation is current.
 #[derive(Clone, Debug, Default)]
 pub struct RunAcc {
     pub rows: u64,
@@ -48,17 +68,128 @@ pub struct RunAcc {
     pub tail: Option<(i64, String)>,
 }
 
+impl RunAcc {
+    pub(crate) fn add(
+        &mut self,
+        invocation_id: &str,
+        event_seq: i64,
+        event_id: &str,
+        decoded: Option<&RuntimeEvent>,
+    ) {
+        self.rows += 1;
+        self.max_seq = self.max_seq.max(event_seq);
+        if !self.invocations.iter().any(|i| i == invocation_id) {
+            self.invocations.push(invocation_id.to_owned());
+        }
+        match decoded {
+            None => self.undecodable += 1,
+            Some(event) => {
+                self.last_ts = Some(self.last_ts.map_or(event.ts, |t| t.max(event.ts)));
+                if self.tail.as_ref().is_none_or(|(s, _)| event_seq >= *s) {
+                    match &mut self.tail {
+                        Some((s, id)) => {
+                            *s = event_seq;
+                            id.clear();
+                            id.push_str(event_id);
+                        }
+                        None => self.tail = Some((event_seq, event_id.to_owned())),
+                    }
+                }
+                if event.is_terminal() {
+                    self.terminals.push((event_seq, event.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// The lookups the walk needs from the database (point queries through indexes).
+pub trait ScanStore {
+    /// The `core_agent_runs` row of `(session, run)`, if the table exists and has it.
+    fn header(&mut self, session_id: &str, run_id: &str) -> Result<Option<HeaderRow>, DbError>;
+    /// The `tool_operations` row of an operation id.
+    fn operation(&mut self, operation_id: &str) -> Result<Option<OperationRow>, DbError>;
+    /// The `tool_operations` row of `(invocation, provider tool call id)`.
+    fn operation_by_call(
+        &mut self,
+        invocation_id: &str,
+        tool_call_id: &str,
+    ) -> Result<Option<OperationRow>, DbError>;
+    /// The journal rows of an operation id, in journal order.
+    fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError>;
+    /// Every row of one run, in scan order.
+    fn run_rows(&mut self, session_id: &str, run_id: &str) -> Result<Vec<EventRow>, DbError>;
+    /// Number of `core_agent_runs` rows (0 without the table).
+    fn header_count(&mut self) -> Result<u64, DbError>;
+    /// Every `(session, run)` of `core_agent_runs`.
+    fn for_each_header_key(
+        &mut self,
+        f: &mut dyn FnMut(&str, &str) -> Result<(), DbError>,
+    ) -> Result<(), DbError>;
+    /// Every stored `tool_operations` row, reduced (nothing without the table).
+    fn for_each_operation(
+        &mut self,
+        f: &mut dyn FnMut(StoredOperationKey) -> Result<(), DbError>,
+    ) -> Result<(), DbError>;
+    /// The session of the events of `(invocation, run)`.
+    fn session_of(&mut self, invocation_id: &str, run_id: &str) -> Result<Option<String>, DbError>;
+    /// Every ordinal row `(session, ordinal, event id)` in primary-key order; `false`
+    /// without the table.
+    fn for_each_ordinal(&mut self, f: &mut dyn FnMut(&str, i64, &str)) -> Result<bool, DbError>;
+    /// Events without an ordinal row `(event_id, session_id, run_id)` (the exact, slow
+    /// query; only run when the fast check fails).
+    fn events_without_ordinal(&mut self) -> Result<Vec<(String, String, String)>, DbError>;
+}
+
+/// Where a run's result sorts among the run findings: headers in Maka's session order
+/// (session, created_at, run), then runs without a header by key.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum RunOrder {
+    Header(String, i64, String),
+    Orphan(String, String),
+    HeaderFailed(String, String),
+}
+
+/// One assessed run.
+struct RunResult {
+    key: (String, String),
+    order: RunOrder,
+    /// The header row was found (decodable or not).
+    had_header: bool,
+    findings: Vec<Finding>,
+    /// `run_header_undecodable` (reported before the run findings).
+    header_failure: Option<Finding>,
+    report: Option<RunReport>,
+    header: Option<RunHeader>,
+    state: runs::RunState,
+}
+
 /// Streams rows; see the module docs.
 pub struct Walker {
     scanner: ToolLedgerScanner,
-    runs: HashMap<(String, String), RunAcc>,
-    decode_failures: Vec<DecodeFailure>,
-    seq_findings: Vec<Finding>,
+    keep_all_runs: bool,
+    // The current invocation.
     current_invocation: Option<String>,
     expected_seq: i64,
-    /// `committed_at` of tool-lane rows, for the projection rebuild.
-    tool_commits: HashMap<String, i64>,
+    inv_runs: Vec<((String, String), RunAcc)>,
+    /// `committed_at` of the invocation's tool-bearing rows, for the projection rebuild.
+    inv_commits: HashMap<String, i64>,
+    // Small, global.
+    run_hasher: (RandomState, RandomState),
+    closed_runs: HashSet<u128>,
+    split_runs: BTreeSet<(String, String)>,
+    headers_found: u64,
+    event_hasher: (RandomState, RandomState),
+    event_sum: (u64, u64),
     events: u64,
+    // Results (as many as findings, or runs that are not plainly terminal).
+    decode_failures: Vec<DecodeFailure>,
+    seq_findings: Vec<Finding>,
+    run_results: Vec<RunResult>,
+    /// `(operation id, finding)`.
+    unsettled: Vec<(JsStr, Finding)>,
+    projection: Vec<(JsStr, Finding)>,
+    supersession: Vec<SupersessionGroup>,
 }
 
 impl Default for Walker {
@@ -70,16 +201,34 @@ impl Default for Walker {
 impl Walker {
     pub fn new() -> Walker {
         Walker {
-            // Rows come from a table whose primary key is event_id.
+            // Rows come from a table whose primary key is event_id, in store order.
             scanner: ToolLedgerScanner::new(ScannerOptions::store_rows()),
-            runs: HashMap::new(),
-            decode_failures: Vec::new(),
-            seq_findings: Vec::new(),
+            keep_all_runs: false,
             current_invocation: None,
             expected_seq: 1,
-            tool_commits: HashMap::new(),
+            inv_runs: Vec::new(),
+            inv_commits: HashMap::new(),
+            run_hasher: (RandomState::new(), RandomState::new()),
+            closed_runs: HashSet::new(),
+            split_runs: BTreeSet::new(),
+            headers_found: 0,
+            event_hasher: (RandomState::new(), RandomState::new()),
+            event_sum: (0, 0),
             events: 0,
+            decode_failures: Vec::new(),
+            seq_findings: Vec::new(),
+            run_results: Vec::new(),
+            unsettled: Vec::new(),
+            projection: Vec::new(),
+            supersession: Vec::new(),
         }
+    }
+
+    /// Keep a [`RunReport`] (and header) for every run, not only for runs that are not
+    /// plainly terminal. Memory then grows with the number of runs.
+    pub fn keep_all_runs(mut self, yes: bool) -> Walker {
+        self.keep_all_runs = yes;
+        self
     }
 
     /// Number of rows seen.
@@ -87,52 +236,81 @@ impl Walker {
         self.events
     }
 
+    fn run_fingerprint(&self, s: &str, r: &str) -> u128 {
+        let a = self.run_hasher.0.hash_one((s, r));
+        let b = self.run_hasher.1.hash_one((s, r));
+        (u128::from(a) << 64) | u128::from(b)
+    }
+
     /// Feeds the next row in `invocation_id, event_seq, event_id` order.
-    pub fn push_row(&mut self, row: EventRow) {
+    pub fn push_row(
+        &mut self,
+        row: &EventRowRef<'_>,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
         self.events += 1;
-        self.check_seq(&row);
-        let key = (row.session_id.clone(), row.run_id.clone());
-        let decoded = decode_row(&row);
-        let acc = self.runs.entry(key).or_default();
-        acc.rows += 1;
-        acc.max_seq = acc.max_seq.max(row.event_seq);
-        if !acc.invocations.contains(&row.invocation_id) {
-            acc.invocations.push(row.invocation_id.clone());
+        if self.current_invocation.as_deref() != Some(&*row.invocation_id) {
+            self.close_invocation(store)?;
+            self.current_invocation = Some(row.invocation_id.to_string());
+            self.expected_seq = 1;
         }
+        self.check_seq(row);
+        let id = &*row.event_id;
+        self.event_sum.0 = self
+            .event_sum
+            .0
+            .wrapping_add(self.event_hasher.0.hash_one(id));
+        self.event_sum.1 = self
+            .event_sum
+            .1
+            .wrapping_add(self.event_hasher.1.hash_one(id));
+        let decoded = decode_parts(
+            &row.payload_json,
+            id,
+            &row.session_id,
+            &row.invocation_id,
+            &row.run_id,
+            &row.turn_id,
+        );
+        let pos = match self
+            .inv_runs
+            .iter()
+            .position(|((s, r), _)| *s == *row.session_id && *r == *row.run_id)
+        {
+            Some(p) => p,
+            None => {
+                self.inv_runs.push((
+                    (row.session_id.to_string(), row.run_id.to_string()),
+                    RunAcc::default(),
+                ));
+                self.inv_runs.len() - 1
+            }
+        };
+        let acc = &mut self.inv_runs[pos].1;
         match decoded {
             Err(message) => {
-                acc.undecodable += 1;
+                acc.add(&row.invocation_id, row.event_seq, id, None);
                 self.decode_failures.push(DecodeFailure {
-                    event_id: row.event_id,
-                    session_id: row.session_id,
-                    run_id: row.run_id,
+                    event_id: id.to_owned(),
+                    session_id: row.session_id.to_string(),
+                    run_id: row.run_id.to_string(),
                     message,
                 });
             }
             Ok(event) => {
-                acc.last_ts = Some(acc.last_ts.map_or(event.ts, |t| t.max(event.ts)));
-                if acc.tail.as_ref().is_none_or(|(s, _)| row.event_seq >= *s) {
-                    acc.tail = Some((row.event_seq, row.event_id.clone()));
-                }
-                if event.is_terminal() {
-                    acc.terminals.push((row.event_seq, event.clone()));
-                }
+                acc.add(&row.invocation_id, row.event_seq, id, Some(&event));
                 if is_tool_bearing(&event) {
-                    self.tool_commits
-                        .insert(row.event_id.clone(), row.committed_at);
+                    self.inv_commits.insert(id.to_owned(), row.committed_at);
                 }
                 // Rows arrive in store order, so the scanner's order check cannot fail.
                 let pushed = self.scanner.push(&event);
                 debug_assert!(pushed.is_ok());
             }
         }
+        Ok(())
     }
 
-    fn check_seq(&mut self, row: &EventRow) {
-        if self.current_invocation.as_deref() != Some(row.invocation_id.as_str()) {
-            self.current_invocation = Some(row.invocation_id.clone());
-            self.expected_seq = 1;
-        }
+    fn check_seq(&mut self, row: &EventRowRef<'_>) {
         if row.event_seq != self.expected_seq {
             self.seq_findings.push(
                 Finding::new(
@@ -142,9 +320,9 @@ impl Walker {
                         row.invocation_id, row.event_seq, self.expected_seq
                     ),
                 )
-                .session(&row.session_id)
-                .run(&row.run_id)
-                .event(&row.event_id),
+                .session(&*row.session_id)
+                .run(&*row.run_id)
+                .event(&*row.event_id),
             );
         }
         // A hostile `event_seq` (i64::MAX, or a huge REAL read as i64::MAX) must not
@@ -152,10 +330,324 @@ impl Walker {
         self.expected_seq = row.event_seq.saturating_add(1);
     }
 
-    /// Completes the scan with the other tables.
-    pub fn finish(self, tables: Tables) -> ScanReport {
-        report::build(self, tables)
+    /// Assesses and drops the current invocation's runs and operations.
+    fn close_invocation(&mut self, store: &mut dyn ScanStore) -> Result<(), DbError> {
+        let ops = self.scanner.close_invocation();
+        for op in &ops {
+            self.close_operation(op, store)?;
+        }
+        let runs = std::mem::take(&mut self.inv_runs);
+        for ((s, r), acc) in runs {
+            let fp = self.run_fingerprint(&s, &r);
+            if !self.closed_runs.insert(fp) {
+                // The run came back in another invocation: assessed again at the end
+                // from all its rows.
+                self.split_runs.insert((s, r));
+                continue;
+            }
+            let result = self.assess_run(s, r, &acc, store)?;
+            self.keep(result);
+        }
+        self.inv_commits.clear();
+        Ok(())
     }
+
+    fn close_operation(
+        &mut self,
+        op: &Operation,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
+        let op_id = op.operation_id.clone().unwrap_or_default();
+        if let Some(f) = projection::unsettled_finding(op) {
+            self.unsettled.push((op_id.clone(), f));
+        }
+        if projection::is_expected(op) {
+            let id = op_id.to_string();
+            let stored = store.operation(&id)?;
+            let journal = store.journal(&id)?;
+            for f in projection::operation_projection_findings(
+                op,
+                stored.as_ref(),
+                &journal,
+                &self.inv_commits,
+            ) {
+                self.projection.push((op_id.clone(), f));
+            }
+        }
+        if projection::has_duplicates(op, self.scanner.issues()) {
+            let stored = store
+                .operation_by_call(&op.invocation_id.to_string(), &op.tool_call_id.to_string())?;
+            self.supersession.extend(projection::operation_groups(
+                op,
+                self.scanner.issues(),
+                stored.as_ref(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn assess_run(
+        &mut self,
+        s: String,
+        r: String,
+        acc: &RunAcc,
+        store: &mut dyn ScanStore,
+    ) -> Result<RunResult, DbError> {
+        let header = store.header(&s, &r)?;
+        Ok(match header {
+            Some(row) => {
+                self.headers_found += 1;
+                assess_with_header(&row, acc)
+            }
+            None if s == WORKSPACE_AUTHORITY_SESSION => RunResult {
+                order: RunOrder::Orphan(s.clone(), r.clone()),
+                key: (s, r),
+                had_header: false,
+                findings: Vec::new(),
+                header_failure: None,
+                report: None,
+                header: None,
+                state: runs::RunState::NoHeader,
+            },
+            None => {
+                let (report, findings) = runs::assess_orphan_run(&s, &r, acc);
+                RunResult {
+                    order: RunOrder::Orphan(s.clone(), r.clone()),
+                    key: (s, r),
+                    had_header: false,
+                    findings,
+                    header_failure: None,
+                    state: report.state,
+                    report: Some(report),
+                    header: None,
+                }
+            }
+        })
+    }
+
+    fn keep(&mut self, mut result: RunResult) {
+        let plain = result.state == runs::RunState::Terminal
+            && result.findings.is_empty()
+            && result.header_failure.is_none();
+        if plain && !self.keep_all_runs {
+            return;
+        }
+        if result.report.is_none() && result.findings.is_empty() && result.header_failure.is_none()
+        {
+            return;
+        }
+        if !self.keep_all_runs && plain {
+            result.header = None;
+        }
+        self.run_results.push(result);
+    }
+
+    /// Completes the scan: the last invocation, re-assessed runs, headers without
+    /// events, late changes to closed operations, extra stored operations and the
+    /// ordinal checks; then the report.
+    pub fn finish(
+        mut self,
+        store: &mut dyn ScanStore,
+        tables: Tables,
+    ) -> Result<ScanReport, DbError> {
+        self.close_invocation(store)?;
+        // Runs whose rows came back in a later invocation: from all their rows.
+        for (s, r) in std::mem::take(&mut self.split_runs) {
+            let had = self
+                .run_results
+                .iter()
+                .any(|x| x.key.0 == s && x.key.1 == r && x.had_header);
+            let found_before = had || store.header(&s, &r)?.is_some();
+            if found_before {
+                self.headers_found -= 1;
+            }
+            self.run_results.retain(|x| !(x.key.0 == s && x.key.1 == r));
+            let mut acc = RunAcc::default();
+            for row in store.run_rows(&s, &r)? {
+                let decoded = decode_row(&row).ok();
+                acc.add(
+                    &row.invocation_id,
+                    row.event_seq,
+                    &row.event_id,
+                    decoded.as_ref(),
+                );
+            }
+            let result = self.assess_run(s, r, &acc, store)?;
+            self.keep(result);
+        }
+        // Headers without events.
+        if self.headers_found < store.header_count()? {
+            let mut missing = Vec::new();
+            let closed = &self.closed_runs;
+            let hasher = &self.run_hasher;
+            store.for_each_header_key(&mut |s, r| {
+                let fp = (u128::from(hasher.0.hash_one((s, r))) << 64)
+                    | u128::from(hasher.1.hash_one((s, r)));
+                if !closed.contains(&fp) {
+                    missing.push((s.to_owned(), r.to_owned()));
+                }
+                Ok(())
+            })?;
+            for (s, r) in missing {
+                if let Some(row) = store.header(&s, &r)? {
+                    let result = assess_with_header(&row, &RunAcc::default());
+                    self.keep(result);
+                }
+            }
+        }
+        // Operations reached after their invocation ended.
+        let late = self.scanner.take_late_touches();
+        let mut not_expected: HashSet<JsStr> = HashSet::new();
+        let mut not_unsettled: HashSet<JsStr> = HashSet::new();
+        for t in &late {
+            match t {
+                LateTouch::Issue { operation_id, .. } => {
+                    not_expected.insert(operation_id.clone());
+                    not_unsettled.insert(operation_id.clone());
+                }
+                LateTouch::Reconcile { operation_id, .. } => {
+                    not_expected.insert(operation_id.clone());
+                }
+                LateTouch::Decision { operation_id, .. } => {
+                    not_expected.insert(operation_id.clone());
+                    not_unsettled.insert(operation_id.clone());
+                }
+            }
+        }
+        let issue_ops: HashSet<JsStr> = self
+            .scanner
+            .issues()
+            .iter()
+            .filter_map(|i| i.operation_id.clone())
+            .collect();
+        self.unsettled.retain(|(op, _)| !not_unsettled.contains(op));
+        self.projection
+            .retain(|(op, _)| !not_expected.contains(op) && !issue_ops.contains(op));
+        // Stored operations no dispatched operation explains.
+        let mut extras = Vec::new();
+        {
+            let scanner = &self.scanner;
+            let issue_ops = &issue_ops;
+            store.for_each_operation(&mut |row| {
+                if row.has_dispatch {
+                    let id = JsStr::new(&row.operation_id);
+                    if !scanner.is_bound(&id) && !issue_ops.contains(&id) {
+                        extras.push(row);
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        extras.sort_by(|a, b| a.operation_id.cmp(&b.operation_id));
+        let mut extra_findings = Vec::new();
+        for row in &extras {
+            let session = store.session_of(&row.invocation_id, &row.run_id)?;
+            extra_findings.push(projection::extra_operation_finding(row, session));
+        }
+        // Re-used operation ids.
+        let dup_ops: Vec<_> = self
+            .scanner
+            .issues()
+            .iter()
+            .filter(|i| i.code == IssueCode::DuplicateOperation)
+            .cloned()
+            .collect();
+        for issue in &dup_ops {
+            let Some(op_id) = &issue.operation_id else {
+                continue;
+            };
+            let owner = self.scanner.binding_dispatch(op_id).map(|d| d.to_string());
+            let stored = store.operation(&op_id.to_string())?;
+            if let Some(g) = projection::duplicate_operation_group(issue, owner, stored.as_ref()) {
+                self.supersession.push(g);
+            }
+        }
+        // Ordinals: gaps per session, and every event has one (sum of id hashes; the
+        // exact query runs only if the sums differ).
+        let mut ordinal_gaps = Vec::new();
+        let mut ord_sum = (0u64, 0u64);
+        let mut cur: Option<(String, i64, i64, i64)> = None;
+        let eh = &self.event_hasher;
+        let flush = |c: Option<(String, i64, i64, i64)>, gaps: &mut Vec<(String, i64, i64)>| {
+            if let Some((s, count, min, max)) = c {
+                if count != max || min != 1 {
+                    gaps.push((s, count, max));
+                }
+            }
+        };
+        let has_ordinals = store.for_each_ordinal(&mut |s, ordinal, event_id| {
+            ord_sum.0 = ord_sum.0.wrapping_add(eh.0.hash_one(event_id));
+            ord_sum.1 = ord_sum.1.wrapping_add(eh.1.hash_one(event_id));
+            match &mut cur {
+                Some((cs, count, min, max)) if cs == s => {
+                    *count += 1;
+                    *min = (*min).min(ordinal);
+                    *max = (*max).max(ordinal);
+                }
+                _ => {
+                    flush(cur.take(), &mut ordinal_gaps);
+                    cur = Some((s.to_owned(), 1, ordinal, ordinal));
+                }
+            }
+        })?;
+        flush(cur.take(), &mut ordinal_gaps);
+        let events_without_ordinal = if has_ordinals && ord_sum != self.event_sum {
+            store.events_without_ordinal()?
+        } else {
+            Vec::new()
+        };
+        Ok(report::build(
+            self,
+            tables,
+            Ordinals {
+                events_without_ordinal,
+                ordinal_gaps,
+            },
+            extra_findings,
+        ))
+    }
+}
+
+fn assess_with_header(row: &HeaderRow, acc: &RunAcc) -> RunResult {
+    let (s, r) = (row.session_id.clone(), row.run_id.clone());
+    match decode_header(&row.record_json, &row.session_id, &row.run_id) {
+        Ok(h) => {
+            let (report, findings) = runs::assess_header_run(&h, acc);
+            RunResult {
+                order: RunOrder::Header(s.clone(), row.created_at, r.clone()),
+                key: (s, r),
+                had_header: true,
+                findings,
+                header_failure: None,
+                state: report.state,
+                report: Some(report),
+                header: Some(h),
+            }
+        }
+        Err(e) => RunResult {
+            order: RunOrder::HeaderFailed(s.clone(), r.clone()),
+            header_failure: Some(
+                Finding::new(
+                    "run_header_undecodable",
+                    format!("run header cannot be decoded: {e}"),
+                )
+                .session(&s)
+                .run(&r),
+            ),
+            report: Some(runs::header_undecodable_report(&s, &r, acc)),
+            key: (s, r),
+            had_header: true,
+            findings: Vec::new(),
+            header: None,
+            state: runs::RunState::HeaderUndecodable,
+        },
+    }
+}
+
+/// The ordinal findings' inputs.
+pub struct Ordinals {
+    pub events_without_ordinal: Vec<(String, String, String)>,
+    pub ordinal_gaps: Vec<(String, i64, i64)>,
 }
 
 /// Tool-bearing as Maka's gate defines it: a call or response, or a dispatch or
@@ -173,33 +665,49 @@ pub fn is_tool_bearing(event: &RuntimeEvent) -> bool {
 /// Decodes a row as Maka's store reads it: strict decode, then the row/payload
 /// identity check.
 pub fn decode_row(row: &EventRow) -> Result<RuntimeEvent, String> {
-    let event = decode_event_text(&row.payload_json).map_err(|e| e.to_string())?;
-    let identity = RowIdentity {
-        event_id: row.event_id.clone(),
-        session_id: row.session_id.clone(),
-        invocation_id: row.invocation_id.clone(),
-        run_id: row.run_id.clone(),
-        turn_id: row.turn_id.clone(),
-    };
-    if !row_identity_matches(&event, &identity) {
+    decode_parts(
+        &row.payload_json,
+        &row.event_id,
+        &row.session_id,
+        &row.invocation_id,
+        &row.run_id,
+        &row.turn_id,
+    )
+}
+
+/// [`decode_row`] on borrowed columns.
+pub fn decode_parts(
+    payload_json: &str,
+    event_id: &str,
+    session_id: &str,
+    invocation_id: &str,
+    run_id: &str,
+    turn_id: &str,
+) -> Result<RuntimeEvent, String> {
+    let event = decode_event_text(payload_json).map_err(|e| e.to_string())?;
+    let matches = event.id == *event_id
+        && event.session_id == *session_id
+        && event.invocation_id == *invocation_id
+        && event.run_id == *run_id
+        && event.turn_id == *turn_id;
+    if !matches {
         return Err(format!(
-            "RuntimeEvent row/payload identity mismatch for {}",
-            row.event_id
+            "RuntimeEvent row/payload identity mismatch for {event_id}"
         ));
     }
     Ok(event)
 }
 
-/// The tables besides `runtime_events` that the scan reads (absent tables are `None`).
+/// What the scan reads from the other tables up front.
 #[derive(Default)]
 pub struct Tables {
     pub schema: SchemaFacts,
-    pub headers: Option<Vec<HeaderRow>>,
-    pub operations: Option<Vec<OperationRow>>,
-    pub journal: Option<Vec<JournalRow>>,
-    pub sessions: Option<Vec<SessionRow>>,
-    pub events_without_ordinal: Vec<(String, String, String)>,
-    pub ordinal_gaps: Vec<(String, i64, i64)>,
+    /// Number of `session_metadata` rows (of sessions seen in events without it).
+    pub sessions: usize,
+    /// Number of `core_agent_runs` rows.
+    pub runs: usize,
+    /// Number of `tool_operations` rows.
+    pub operations: usize,
     pub integrity: Option<Vec<String>>,
 }
 

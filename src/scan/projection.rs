@@ -2,10 +2,13 @@
 //! comparison of the stored tool projections with a rebuild from the log (Maka's
 //! `rebuildToolProjectionsFromRuntimeEvents`, which keeps dispatched operations only).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use serde_json::Value;
 
 use super::report::{Occurrence, SupersessionGroup};
-use crate::db::{JournalRow, OperationRow};
+use crate::db::{JournalRow, OperationRow, StoredOperationKey};
 use crate::findings::Finding;
 use crate::ledger::scanner::{IssueCode, LedgerIssue, Operation, ToolLedgerScan};
 
@@ -60,34 +63,31 @@ fn settled(op: &Operation) -> bool {
     op.response.is_some() || !op.decision_event_ids.is_empty()
 }
 
-/// `operation_unsettled` for each dispatched operation without an outcome (operations
-/// already named in a scanner issue are reported there).
-pub fn unsettled_findings(scan: &ToolLedgerScan) -> Vec<Finding> {
-    scan.operations
-        .iter()
-        .filter(|op| op.dispatch.is_some() && !settled(op) && op.issues.is_empty())
-        .map(|op| {
-            let mode = op
-                .dispatch
-                .as_ref()
-                .map_or("", |d| d.recovery_mode.as_str());
-            let mut f = Finding::new(
-                "operation_unsettled",
-                format!(
-                    "`{}` was dispatched (recovery mode {mode}) and has no outcome",
-                    op.tool_name
-                ),
-            )
-            .session(op.session_id.to_string())
-            .run(op.run_id.to_string())
-            .tool_call(op.tool_call_id.to_string());
-            if let Some(d) = &op.dispatch {
-                f.event_id = Some(d.event_id.to_string());
-            }
-            f.operation_id = op.operation_id.as_ref().map(ToString::to_string);
-            f
-        })
-        .collect()
+/// `operation_unsettled` for a dispatched operation without an outcome (operations
+/// named in a scanner issue are reported there).
+pub fn unsettled_finding(op: &Operation) -> Option<Finding> {
+    if op.dispatch.is_none() || settled(op) || !op.issues.is_empty() {
+        return None;
+    }
+    let mode = op
+        .dispatch
+        .as_ref()
+        .map_or("", |d| d.recovery_mode.as_str());
+    let mut f = Finding::new(
+        "operation_unsettled",
+        format!(
+            "`{}` was dispatched (recovery mode {mode}) and has no outcome",
+            op.tool_name
+        ),
+    )
+    .session(op.session_id.to_string())
+    .run(op.run_id.to_string())
+    .tool_call(op.tool_call_id.to_string());
+    if let Some(d) = &op.dispatch {
+        f.event_id = Some(d.event_id.to_string());
+    }
+    f.operation_id = op.operation_id.as_ref().map(ToString::to_string);
+    Some(f)
 }
 
 /// The `tool_operations` row Maka's rebuild writes for a dispatched operation.
@@ -154,271 +154,426 @@ fn expected_journal(op: &Operation, commits: &HashMap<String, i64>) -> Vec<Journ
     rows
 }
 
-fn field_diffs(stored: &OperationRow, want: &OperationRow) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut cmp = |name: &str, a: String, b: String| {
-        if a != b {
-            out.push(format!("{name}: stored `{a}`, log implies `{b}`"));
-        }
-    };
-    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-    cmp(
-        "invocation_id",
-        stored.invocation_id.clone(),
-        want.invocation_id.clone(),
-    );
-    cmp("run_id", stored.run_id.clone(), want.run_id.clone());
-    cmp("turn_id", stored.turn_id.clone(), want.turn_id.clone());
-    cmp(
-        "provider_tool_call_id",
-        stored.provider_tool_call_id.clone(),
-        want.provider_tool_call_id.clone(),
-    );
-    cmp(
-        "tool_name",
-        stored.tool_name.clone(),
-        want.tool_name.clone(),
-    );
-    cmp(
-        "canonical_args_hash",
-        stored.canonical_args_hash.clone(),
-        want.canonical_args_hash.clone(),
-    );
-    cmp(
-        "recovery_mode",
-        stored.recovery_mode.clone(),
-        want.recovery_mode.clone(),
-    );
-    cmp(
-        "current_state",
-        stored.current_state.clone(),
-        want.current_state.clone(),
-    );
-    cmp(
-        "call_event_id",
-        stored.call_event_id.clone(),
-        want.call_event_id.clone(),
-    );
-    cmp(
-        "result_event_id",
-        o(&stored.result_event_id),
-        o(&want.result_event_id),
-    );
-    cmp(
-        "version",
-        stored.version.to_string(),
-        want.version.to_string(),
-    );
-    cmp(
-        "dispatch_event_id",
-        o(&stored.dispatch_event_id),
-        o(&want.dispatch_event_id),
-    );
-    out
+/// One column whose stored value differs from the value the log implies.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FieldDiff {
+    pub field: &'static str,
+    /// The stored value (`null`, a string or an integer).
+    pub stored: Value,
+    /// The value the rebuild from the log writes.
+    pub implied: Value,
 }
 
-fn journal_diffs(stored: &JournalRow, want: &JournalRow) -> Vec<String> {
-    let mut out = Vec::new();
-    let o = |v: &Option<String>| v.clone().unwrap_or_else(|| "null".into());
-    let pairs = [
-        (
-            "operation_id",
-            stored.operation_id.clone(),
-            want.operation_id.clone(),
-        ),
+impl FieldDiff {
+    fn describe(&self) -> String {
+        let show = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        format!(
+            "{}: stored `{}`, log implies `{}`",
+            self.field,
+            show(&self.stored),
+            show(&self.implied)
+        )
+    }
+}
+
+/// What kind of disagreement a [`ProjectionDiff`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffKind {
+    /// A dispatched operation has no `tool_operations` row.
+    OperationMissing,
+    /// The row exists; `fields` differ.
+    OperationMismatch,
+    /// A row with a dispatch that no dispatched operation of the log explains.
+    OperationExtra,
+    /// A journal row the rebuild writes is missing.
+    JournalMissing,
+    /// The journal row exists; `fields` differ.
+    JournalMismatch,
+    /// A journal row of the operation the rebuild does not write.
+    JournalExtra,
+}
+
+/// One disagreement between the stored tool projections and Maka's rebuild.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProjectionDiff {
+    pub kind: DiffKind,
+    pub session_id: Option<String>,
+    pub run_id: String,
+    pub operation_id: String,
+    pub tool_call_id: String,
+    /// For journal kinds: the journal row's id and state.
+    pub journal_event_id: Option<String>,
+    pub journal_state: Option<String>,
+    /// For extra rows: the stored row's tool name.
+    pub tool_name: Option<String>,
+    /// For mismatches: the differing columns, in table order.
+    pub fields: Vec<FieldDiff>,
+}
+
+fn text(s: &str) -> Value {
+    Value::from(s)
+}
+
+fn opt(v: &Option<String>) -> Value {
+    v.as_deref().map_or(Value::Null, Value::from)
+}
+
+fn field_diffs(stored: &OperationRow, want: &OperationRow) -> Vec<FieldDiff> {
+    let pairs: [(&'static str, Value, Value); 12] = [
         (
             "invocation_id",
-            stored.invocation_id.clone(),
-            want.invocation_id.clone(),
+            text(&stored.invocation_id),
+            text(&want.invocation_id),
         ),
-        ("run_id", stored.run_id.clone(), want.run_id.clone()),
-        ("turn_id", stored.turn_id.clone(), want.turn_id.clone()),
-        ("state", stored.state.clone(), want.state.clone()),
+        ("run_id", text(&stored.run_id), text(&want.run_id)),
+        ("turn_id", text(&stored.turn_id), text(&want.turn_id)),
         (
-            "runtime_event_id",
-            o(&stored.runtime_event_id),
-            o(&want.runtime_event_id),
+            "provider_tool_call_id",
+            text(&stored.provider_tool_call_id),
+            text(&want.provider_tool_call_id),
         ),
+        ("tool_name", text(&stored.tool_name), text(&want.tool_name)),
         (
             "canonical_args_hash",
-            o(&stored.canonical_args_hash),
-            o(&want.canonical_args_hash),
+            text(&stored.canonical_args_hash),
+            text(&want.canonical_args_hash),
         ),
         (
             "recovery_mode",
-            o(&stored.recovery_mode),
-            o(&want.recovery_mode),
+            text(&stored.recovery_mode),
+            text(&want.recovery_mode),
+        ),
+        (
+            "current_state",
+            text(&stored.current_state),
+            text(&want.current_state),
+        ),
+        (
+            "call_event_id",
+            text(&stored.call_event_id),
+            text(&want.call_event_id),
+        ),
+        (
+            "result_event_id",
+            opt(&stored.result_event_id),
+            opt(&want.result_event_id),
+        ),
+        (
+            "version",
+            Value::from(stored.version),
+            Value::from(want.version),
+        ),
+        (
+            "dispatch_event_id",
+            opt(&stored.dispatch_event_id),
+            opt(&want.dispatch_event_id),
+        ),
+    ];
+    pairs
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(field, stored, implied)| FieldDiff {
+            field,
+            stored,
+            implied,
+        })
+        .collect()
+}
+
+fn journal_diffs(stored: &JournalRow, want: &JournalRow) -> Vec<FieldDiff> {
+    let pairs: [(&'static str, Value, Value); 10] = [
+        (
+            "operation_id",
+            text(&stored.operation_id),
+            text(&want.operation_id),
+        ),
+        (
+            "invocation_id",
+            text(&stored.invocation_id),
+            text(&want.invocation_id),
+        ),
+        ("run_id", text(&stored.run_id), text(&want.run_id)),
+        ("turn_id", text(&stored.turn_id), text(&want.turn_id)),
+        ("state", text(&stored.state), text(&want.state)),
+        (
+            "runtime_event_id",
+            opt(&stored.runtime_event_id),
+            opt(&want.runtime_event_id),
+        ),
+        (
+            "canonical_args_hash",
+            opt(&stored.canonical_args_hash),
+            opt(&want.canonical_args_hash),
+        ),
+        (
+            "recovery_mode",
+            opt(&stored.recovery_mode),
+            opt(&want.recovery_mode),
         ),
         (
             "metadata_json",
-            o(&stored.metadata_json),
-            o(&want.metadata_json),
+            opt(&stored.metadata_json),
+            opt(&want.metadata_json),
         ),
         (
             "committed_at",
-            stored.committed_at.to_string(),
-            want.committed_at.to_string(),
+            Value::from(stored.committed_at),
+            Value::from(want.committed_at),
         ),
     ];
-    for (name, a, b) in pairs {
-        if a != b {
-            out.push(format!("{name}: stored `{a}`, log implies `{b}`"));
+    pairs
+        .into_iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(field, stored, implied)| FieldDiff {
+            field,
+            stored,
+            implied,
+        })
+        .collect()
+}
+
+/// Whether Maka's rebuild writes projection rows for `op`: dispatched, bound to an
+/// operation id, no scanner issue and no recovery fact of its own. (An issue elsewhere
+/// naming its operation id also excludes it; the caller checks that at the end.)
+pub fn is_expected(op: &Operation) -> bool {
+    op.operation_id.is_some()
+        && op.dispatch.is_some()
+        && op.issues.is_empty()
+        && op.reconcile_event_ids.is_empty()
+        && op.decision_event_ids.is_empty()
+}
+
+/// Where the stored projection rows of an expected operation disagree with the
+/// rebuild from the log. `stored` is the `tool_operations` row with its operation id,
+/// `journal` the journal rows with its operation id (journal order), `commits` the
+/// `committed_at` of the operation's events.
+pub fn operation_diffs(
+    op: &Operation,
+    stored: Option<&OperationRow>,
+    journal: &[JournalRow],
+    commits: &HashMap<String, i64>,
+) -> Vec<ProjectionDiff> {
+    let mut out = Vec::new();
+    let (Some(op_id), Some(want)) = (op.operation_id.as_ref(), expected_row(op)) else {
+        return out;
+    };
+    let op_id = op_id.to_string();
+    let diff = |kind, journal: Option<&JournalRow>, fields| ProjectionDiff {
+        kind,
+        session_id: Some(op.session_id.to_string()),
+        run_id: op.run_id.to_string(),
+        operation_id: op_id.clone(),
+        tool_call_id: op.tool_call_id.to_string(),
+        journal_event_id: journal.map(|j| j.journal_event_id.clone()),
+        journal_state: journal.map(|j| j.state.clone()),
+        tool_name: None,
+        fields,
+    };
+    match stored {
+        None => out.push(diff(DiffKind::OperationMissing, None, Vec::new())),
+        Some(row) => {
+            let fields = field_diffs(row, &want);
+            if !fields.is_empty() {
+                out.push(diff(DiffKind::OperationMismatch, None, fields));
+            }
+        }
+    }
+    let want_journal = expected_journal(op, commits);
+    for w in &want_journal {
+        match journal
+            .iter()
+            .find(|h| h.journal_event_id == w.journal_event_id)
+        {
+            None => out.push(diff(DiffKind::JournalMissing, Some(w), Vec::new())),
+            Some(h) => {
+                let fields = journal_diffs(h, w);
+                if !fields.is_empty() {
+                    out.push(diff(DiffKind::JournalMismatch, Some(w), fields));
+                }
+            }
+        }
+    }
+    for h in journal {
+        if !want_journal
+            .iter()
+            .any(|w| w.journal_event_id == h.journal_event_id)
+        {
+            out.push(diff(DiffKind::JournalExtra, Some(h), Vec::new()));
         }
     }
     out
 }
 
-/// Where the stored tool projections disagree with the rebuild from the log.
-/// Operations named in a scanner issue, or with recovery facts, are left out (Maka's
-/// rebuild refuses the first and interprets the second through its bundle rules).
-pub fn projection_findings(
+/// A stored `tool_operations` row (with a dispatch) that no dispatched operation of
+/// the log explains.
+pub fn extra_operation_diff(row: &StoredOperationKey, session: Option<String>) -> ProjectionDiff {
+    ProjectionDiff {
+        kind: DiffKind::OperationExtra,
+        session_id: session,
+        run_id: row.run_id.clone(),
+        operation_id: row.operation_id.clone(),
+        tool_call_id: row.provider_tool_call_id.clone(),
+        journal_event_id: None,
+        journal_state: None,
+        tool_name: Some(row.tool_name.clone()),
+        fields: Vec::new(),
+    }
+}
+
+/// A projection diff as a `doctor scan` finding.
+pub fn diff_finding(d: &ProjectionDiff) -> Finding {
+    let fields = || {
+        d.fields
+            .iter()
+            .map(FieldDiff::describe)
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let journal = d.journal_event_id.clone().unwrap_or_default();
+    let state = d.journal_state.clone().unwrap_or_default();
+    let (code, msg) = match d.kind {
+        DiffKind::OperationMissing => (
+            "projection_operation_missing",
+            "dispatched operation has no tool_operations row".to_owned(),
+        ),
+        DiffKind::OperationMismatch => ("projection_operation_mismatch", fields()),
+        DiffKind::JournalMissing => (
+            "projection_journal_missing",
+            format!("journal row `{journal}` ({state}) is missing"),
+        ),
+        DiffKind::JournalMismatch => (
+            "projection_journal_mismatch",
+            format!("journal row `{journal}`: {}", fields()),
+        ),
+        DiffKind::JournalExtra => (
+            "projection_journal_extra",
+            format!("journal row `{journal}` ({state}) is not implied by the log"),
+        ),
+        DiffKind::OperationExtra => (
+            "projection_operation_extra",
+            format!(
+                "tool_operations row for `{}` has no dispatched operation in the log",
+                d.tool_name.as_deref().unwrap_or_default()
+            ),
+        ),
+    };
+    let mut f = Finding::new(code, msg)
+        .run(d.run_id.clone())
+        .operation(d.operation_id.clone())
+        .tool_call(d.tool_call_id.clone());
+    f.session_id = d.session_id.clone();
+    f
+}
+
+/// [`operation_diffs`] as findings.
+pub fn operation_projection_findings(
+    op: &Operation,
+    stored: Option<&OperationRow>,
+    journal: &[JournalRow],
+    commits: &HashMap<String, i64>,
+) -> Vec<Finding> {
+    operation_diffs(op, stored, journal, commits)
+        .iter()
+        .map(diff_finding)
+        .collect()
+}
+
+/// A stored row no dispatched operation explains, as a finding.
+pub fn extra_operation_finding(row: &StoredOperationKey, session: Option<String>) -> Finding {
+    diff_finding(&extra_operation_diff(row, session))
+}
+
+/// Every projection diff of a whole (in-memory) scan: what replay compares for one
+/// session. Operations named in a scanner issue, or with recovery facts, are left out
+/// (Maka's rebuild refuses the first and interprets the second through its bundle rules).
+pub fn projection_diffs(
     scan: &ToolLedgerScan,
     stored_ops: &[OperationRow],
     stored_journal: &[JournalRow],
     commits: &HashMap<String, i64>,
-) -> Vec<Finding> {
-    let mut out = Vec::new();
+) -> Vec<ProjectionDiff> {
     let stored: HashMap<&str, &OperationRow> = stored_ops
         .iter()
         .map(|r| (r.operation_id.as_str(), r))
         .collect();
-    let mut skipped: HashSet<String> = HashSet::new();
-    let mut expected: BTreeMap<String, &Operation> = BTreeMap::new();
+    let mut journal_by_op: HashMap<&str, Vec<JournalRow>> = HashMap::new();
+    for j in stored_journal {
+        journal_by_op
+            .entry(j.operation_id.as_str())
+            .or_default()
+            .push(j.clone());
+    }
+    let named: HashSet<String> = scan
+        .issues
+        .iter()
+        .filter_map(|i| i.operation_id.as_ref().map(ToString::to_string))
+        .collect();
+    let mut expected: HashSet<String> = HashSet::new();
+    let mut skipped: HashSet<String> = named.clone();
     let mut session_of_run: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
     for op in &scan.operations {
         session_of_run.insert(op.run_id.to_string(), op.session_id.to_string());
-        let Some(op_id) = &op.operation_id else {
+        let Some(op_id) = op.operation_id.as_ref().map(ToString::to_string) else {
             continue;
         };
         if op.dispatch.is_none() {
             continue;
         }
-        if !op.issues.is_empty()
-            || !op.reconcile_event_ids.is_empty()
-            || !op.decision_event_ids.is_empty()
-        {
-            skipped.insert(op_id.to_string());
+        if !is_expected(op) || named.contains(&op_id) {
+            skipped.insert(op_id);
             continue;
         }
-        expected.insert(op_id.to_string(), op);
-    }
-    for issue in &scan.issues {
-        if let Some(o) = &issue.operation_id {
-            skipped.insert(o.to_string());
-        }
-    }
-    let mut journal_by_op: HashMap<&str, Vec<&JournalRow>> = HashMap::new();
-    for j in stored_journal {
-        journal_by_op
-            .entry(j.operation_id.as_str())
-            .or_default()
-            .push(j);
-    }
-    for (op_id, op) in &expected {
-        if skipped.contains(op_id) {
-            continue;
-        }
-        let Some(want) = expected_row(op) else {
-            continue;
-        };
-        let scope = |f: Finding| {
-            f.session(op.session_id.to_string())
-                .run(op.run_id.to_string())
-                .operation(op_id.clone())
-                .tool_call(op.tool_call_id.to_string())
-        };
-        match stored.get(op_id.as_str()) {
-            None => out.push(scope(Finding::new(
-                "projection_operation_missing",
-                "dispatched operation has no tool_operations row".to_owned(),
-            ))),
-            Some(row) => {
-                let diffs = field_diffs(row, &want);
-                if !diffs.is_empty() {
-                    out.push(scope(Finding::new(
-                        "projection_operation_mismatch",
-                        diffs.join("; "),
-                    )));
-                }
-            }
-        }
-        let want_journal = expected_journal(op, commits);
-        let have = journal_by_op
+        let journal = journal_by_op
             .get(op_id.as_str())
             .cloned()
             .unwrap_or_default();
-        for w in &want_journal {
-            match have
-                .iter()
-                .find(|h| h.journal_event_id == w.journal_event_id)
-            {
-                None => out.push(scope(Finding::new(
-                    "projection_journal_missing",
-                    format!(
-                        "journal row `{}` ({}) is missing",
-                        w.journal_event_id, w.state
-                    ),
-                ))),
-                Some(h) => {
-                    let diffs = journal_diffs(h, w);
-                    if !diffs.is_empty() {
-                        out.push(scope(Finding::new(
-                            "projection_journal_mismatch",
-                            format!("journal row `{}`: {}", w.journal_event_id, diffs.join("; ")),
-                        )));
-                    }
-                }
-            }
-        }
-        for h in &have {
-            if !want_journal
-                .iter()
-                .any(|w| w.journal_event_id == h.journal_event_id)
-            {
-                out.push(scope(Finding::new(
-                    "projection_journal_extra",
-                    format!(
-                        "journal row `{}` ({}) is not implied by the log",
-                        h.journal_event_id, h.state
-                    ),
-                )));
-            }
-        }
+        out.extend(operation_diffs(
+            op,
+            stored.get(op_id.as_str()).copied(),
+            &journal,
+            commits,
+        ));
+        expected.insert(op_id);
     }
     for row in stored_ops {
         // Rows without a dispatch are Maka's pre-authority legacy rows: left alone.
         if row.dispatch_event_id.is_none()
-            || expected.contains_key(&row.operation_id)
+            || expected.contains(&row.operation_id)
             || skipped.contains(&row.operation_id)
         {
             continue;
         }
-        let mut f = Finding::new(
-            "projection_operation_extra",
-            format!(
-                "tool_operations row for `{}` has no dispatched operation in the log",
-                row.tool_name
-            ),
-        )
-        .run(row.run_id.clone())
-        .operation(row.operation_id.clone())
-        .tool_call(row.provider_tool_call_id.clone());
-        f.session_id = session_of_run.get(&row.run_id).cloned();
-        out.push(f);
+        let key = StoredOperationKey {
+            operation_id: row.operation_id.clone(),
+            invocation_id: row.invocation_id.clone(),
+            run_id: row.run_id.clone(),
+            provider_tool_call_id: row.provider_tool_call_id.clone(),
+            tool_name: row.tool_name.clone(),
+            has_dispatch: true,
+        };
+        out.push(extra_operation_diff(
+            &key,
+            session_of_run.get(&row.run_id).cloned(),
+        ));
     }
     out
 }
 
-/// Groups of re-used identities, from the duplicate issues of the scan.
+/// Every supersession group of a whole (in-memory) scan, for replay.
 pub fn supersession_groups(
     scan: &ToolLedgerScan,
     stored_ops: &[OperationRow],
 ) -> Vec<SupersessionGroup> {
-    let by_key: HashMap<(&str, &str), &OperationRow> = stored_ops
+    let by_key: HashMap<(String, String), &OperationRow> = stored_ops
         .iter()
         .map(|r| {
             (
-                (r.invocation_id.as_str(), r.provider_tool_call_id.as_str()),
+                (r.invocation_id.clone(), r.provider_tool_call_id.clone()),
                 r,
             )
         })
@@ -427,67 +582,17 @@ pub fn supersession_groups(
         .iter()
         .map(|r| (r.operation_id.as_str(), r))
         .collect();
-    let mut groups: Vec<SupersessionGroup> = Vec::new();
+    let mut groups = Vec::new();
     for op in &scan.operations {
-        for kind in ["call", "dispatch", "response"] {
-            let code = match kind {
-                "call" => IssueCode::DuplicateCall,
-                "dispatch" => IssueCode::DuplicateDispatch,
-                _ => IssueCode::DuplicateResponse,
-            };
-            let dups: Vec<&LedgerIssue> = op
-                .issues
-                .iter()
-                .filter_map(|i| scan.issues.get(*i))
-                .filter(|i| i.code == code)
-                .collect();
-            if dups.is_empty() {
-                continue;
-            }
-            let first = match kind {
-                "call" => op.call_event_id.clone(),
-                "dispatch" => op.dispatch.as_ref().map(|d| d.event_id.clone()),
-                _ => op.response.as_ref().map(|r| r.event_id.clone()),
-            };
-            let mut occurrences: Vec<Occurrence> = first
-                .iter()
-                .map(|e| Occurrence {
-                    event_id: e.to_string(),
-                    kind: kind.to_owned(),
-                })
-                .collect();
-            occurrences.extend(dups.iter().map(|i| Occurrence {
-                event_id: i.event_id.to_string(),
-                kind: kind.to_owned(),
-            }));
-            let stored = by_key
-                .get(&(
-                    op.invocation_id.to_string().as_str(),
-                    op.tool_call_id.to_string().as_str(),
-                ))
-                .copied();
-            let kept = stored.and_then(|row| {
-                let referenced = match kind {
-                    "call" => Some(row.call_event_id.clone()),
-                    "dispatch" => row.dispatch_event_id.clone(),
-                    _ => row.result_event_id.clone(),
-                };
-                referenced.filter(|r| occurrences.iter().any(|o| o.event_id == *r))
-            });
-            groups.push(SupersessionGroup {
-                session_id: op.session_id.to_string(),
-                run_id: op.run_id.to_string(),
-                invocation_id: Some(op.invocation_id.to_string()),
-                tool_call_id: Some(op.tool_call_id.to_string()),
-                operation_id: op.operation_id.as_ref().map(ToString::to_string),
-                kind: kind.to_owned(),
-                occurrences,
-                identical: None,
-                projection_keeps: kept,
-            });
+        if has_duplicates(op, &scan.issues) {
+            let key = (op.invocation_id.to_string(), op.tool_call_id.to_string());
+            groups.extend(operation_groups(
+                op,
+                &scan.issues,
+                by_key.get(&key).copied(),
+            ));
         }
     }
-    // A re-used operation id: the dispatch that bound it first, then each re-use.
     for issue in scan
         .issues
         .iter()
@@ -496,38 +601,123 @@ pub fn supersession_groups(
         let Some(op_id) = &issue.operation_id else {
             continue;
         };
-        let owner = scan.operations.iter().find(|o| {
-            o.operation_id.as_ref() == Some(op_id)
-                && o.dispatch
-                    .as_ref()
-                    .is_some_and(|d| d.event_id != issue.event_id)
-        });
-        let mut occurrences = Vec::new();
-        if let Some(d) = owner.and_then(|o| o.dispatch.as_ref()) {
-            occurrences.push(Occurrence {
-                event_id: d.event_id.to_string(),
-                kind: "dispatch".into(),
-            });
+        let owner = scan
+            .operations
+            .iter()
+            .filter(|o| o.operation_id.as_ref() == Some(op_id))
+            .filter_map(|o| o.dispatch.as_ref())
+            .map(|d| d.event_id.to_string())
+            .find(|d| *d != issue.event_id.to_string());
+        let stored = by_op_id.get(op_id.to_string().as_str()).copied();
+        groups.extend(duplicate_operation_group(issue, owner, stored));
+    }
+    groups
+}
+
+/// Whether `op` carries a duplicate call, dispatch or response issue (it then forms
+/// supersession groups and needs its stored row by key).
+pub fn has_duplicates(op: &Operation, issues: &[LedgerIssue]) -> bool {
+    op.issues.iter().filter_map(|i| issues.get(*i)).any(|i| {
+        matches!(
+            i.code,
+            IssueCode::DuplicateCall | IssueCode::DuplicateDispatch | IssueCode::DuplicateResponse
+        )
+    })
+}
+
+/// The supersession groups of one operation (re-used call, dispatch or response).
+/// `stored` is the `tool_operations` row of the operation's (invocation, tool call id).
+pub fn operation_groups(
+    op: &Operation,
+    issues: &[LedgerIssue],
+    stored: Option<&OperationRow>,
+) -> Vec<SupersessionGroup> {
+    let mut groups = Vec::new();
+    for kind in ["call", "dispatch", "response"] {
+        let code = match kind {
+            "call" => IssueCode::DuplicateCall,
+            "dispatch" => IssueCode::DuplicateDispatch,
+            _ => IssueCode::DuplicateResponse,
+        };
+        let dups: Vec<&LedgerIssue> = op
+            .issues
+            .iter()
+            .filter_map(|i| issues.get(*i))
+            .filter(|i| i.code == code)
+            .collect();
+        if dups.is_empty() {
+            continue;
         }
-        occurrences.push(Occurrence {
-            event_id: issue.event_id.to_string(),
-            kind: "dispatch".into(),
+        let first = match kind {
+            "call" => op.call_event_id.clone(),
+            "dispatch" => op.dispatch.as_ref().map(|d| d.event_id.clone()),
+            _ => op.response.as_ref().map(|r| r.event_id.clone()),
+        };
+        let mut occurrences: Vec<Occurrence> = first
+            .iter()
+            .map(|e| Occurrence {
+                event_id: e.to_string(),
+                kind: kind.to_owned(),
+            })
+            .collect();
+        occurrences.extend(dups.iter().map(|i| Occurrence {
+            event_id: i.event_id.to_string(),
+            kind: kind.to_owned(),
+        }));
+        let kept = stored.and_then(|row| {
+            let referenced = match kind {
+                "call" => Some(row.call_event_id.clone()),
+                "dispatch" => row.dispatch_event_id.clone(),
+                _ => row.result_event_id.clone(),
+            };
+            referenced.filter(|r| occurrences.iter().any(|o| o.event_id == *r))
         });
-        let kept = by_op_id
-            .get(op_id.to_string().as_str())
-            .and_then(|r| r.dispatch_event_id.clone())
-            .filter(|r| occurrences.iter().any(|o| o.event_id == *r));
         groups.push(SupersessionGroup {
-            session_id: issue.session_id.to_string(),
-            run_id: issue.run_id.to_string(),
-            invocation_id: None,
-            tool_call_id: issue.tool_call_id.as_ref().map(ToString::to_string),
-            operation_id: Some(op_id.to_string()),
-            kind: "operation".into(),
+            session_id: op.session_id.to_string(),
+            run_id: op.run_id.to_string(),
+            invocation_id: Some(op.invocation_id.to_string()),
+            tool_call_id: Some(op.tool_call_id.to_string()),
+            operation_id: op.operation_id.as_ref().map(ToString::to_string),
+            kind: kind.to_owned(),
             occurrences,
             identical: None,
             projection_keeps: kept,
         });
     }
     groups
+}
+
+/// The group of a re-used operation id: the dispatch that bound it first (`owner`),
+/// then the re-use. `stored` is the `tool_operations` row of that operation id.
+pub fn duplicate_operation_group(
+    issue: &LedgerIssue,
+    owner: Option<String>,
+    stored: Option<&OperationRow>,
+) -> Option<SupersessionGroup> {
+    let op_id = issue.operation_id.as_ref()?;
+    let mut occurrences = Vec::new();
+    if let Some(d) = owner.filter(|d| *d != issue.event_id.to_string()) {
+        occurrences.push(Occurrence {
+            event_id: d,
+            kind: "dispatch".into(),
+        });
+    }
+    occurrences.push(Occurrence {
+        event_id: issue.event_id.to_string(),
+        kind: "dispatch".into(),
+    });
+    let kept = stored
+        .and_then(|r| r.dispatch_event_id.clone())
+        .filter(|r| occurrences.iter().any(|o| o.event_id == *r));
+    Some(SupersessionGroup {
+        session_id: issue.session_id.to_string(),
+        run_id: issue.run_id.to_string(),
+        invocation_id: None,
+        tool_call_id: issue.tool_call_id.as_ref().map(ToString::to_string),
+        operation_id: Some(op_id.to_string()),
+        kind: "operation".into(),
+        occurrences,
+        identical: None,
+        projection_keeps: kept,
+    })
 }

@@ -1,13 +1,11 @@
 //! The scan's result: the JSON contract of `doctor scan` (schema_version 1).
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde::Serialize;
 
-use super::runs::{assess_runs, RunReport};
-use super::{projection, schema_findings, Tables, Walker};
+use super::runs::RunReport;
+use super::{schema_findings, Ordinals, Tables, Walker};
 use crate::findings::{Finding, Severity};
-use crate::header::{decode_header, RunHeader};
+use crate::header::RunHeader;
 use crate::ledger::scanner::LedgerIssue;
 
 /// `maka_gate.first_issue`.
@@ -112,13 +110,20 @@ impl ScanReport {
     }
 }
 
-pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
+pub(super) fn build(
+    walker: Walker,
+    tables: Tables,
+    ordinals: Ordinals,
+    extra_operations: Vec<Finding>,
+) -> ScanReport {
     let Walker {
         scanner,
-        runs,
         decode_failures,
         seq_findings,
-        tool_commits,
+        mut run_results,
+        unsettled,
+        projection: projection_findings,
+        supersession,
         events,
         ..
     } = walker;
@@ -147,37 +152,36 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
     }
     findings.extend(seq_findings);
 
-    // Headers.
-    let mut headers = Vec::new();
-    let mut header_failures = Vec::new();
-    for row in tables.headers.iter().flatten() {
-        match decode_header(&row.record_json, &row.session_id, &row.run_id) {
-            Ok(h) => headers.push(h),
-            Err(e) => header_failures.push((row.session_id.clone(), row.run_id.clone(), e)),
-        }
-    }
-    for (s, r, e) in &header_failures {
-        findings.push(
-            Finding::new(
-                "run_header_undecodable",
-                format!("run header cannot be decoded: {e}"),
-            )
-            .session(s)
-            .run(r),
-        );
-    }
-    let header_failed: BTreeSet<(String, String)> = header_failures
+    // Runs in Maka's header order, then runs without a header by key.
+    run_results.sort_by(|a, b| a.order.cmp(&b.order));
+    let mut header_order: Vec<&super::RunResult> = run_results
         .iter()
-        .map(|(s, r, _)| (s.clone(), r.clone()))
+        .filter(|r| r.header_failure.is_some())
         .collect();
-    let (run_reports, run_findings) = assess_runs(&headers, &header_failed, &runs);
-    findings.extend(run_findings);
+    header_order.sort_by(|a, b| a.key.cmp(&b.key));
+    for r in header_order {
+        findings.extend(r.header_failure.clone());
+    }
+    for r in &run_results {
+        findings.extend(r.findings.iter().cloned());
+    }
+    let stuck = run_results
+        .iter()
+        .filter(|r| r.state == super::runs::RunState::Stuck)
+        .count();
+    let unreadable = run_results
+        .iter()
+        .filter(|r| r.state == super::runs::RunState::Unreadable && r.report.is_some())
+        .count();
+    let adoptable = run_results
+        .iter()
+        .filter(|r| r.state == super::runs::RunState::AwaitingAdoption)
+        .count();
 
-    let unsettled = projection::unsettled_findings(&scan);
     let unsettled_count = unsettled.len();
-    findings.extend(unsettled);
+    findings.extend(unsettled.into_iter().map(|(_, f)| f));
 
-    for (event_id, session, run) in &tables.events_without_ordinal {
+    for (event_id, session, run) in &ordinals.events_without_ordinal {
         findings.push(
             Finding::new(
                 "ordinal_missing",
@@ -188,7 +192,7 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
             .event(event_id),
         );
     }
-    for (session, count, max) in &tables.ordinal_gaps {
+    for (session, count, max) in &ordinals.ordinal_gaps {
         findings.push(
             Finding::new(
                 "ordinal_gap",
@@ -197,16 +201,11 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
             .session(session),
         );
     }
-    let mut supersession = Vec::new();
-    if let Some(ops) = &tables.operations {
-        findings.extend(projection::projection_findings(
-            &scan,
-            ops,
-            tables.journal.as_deref().unwrap_or(&[]),
-            &tool_commits,
-        ));
-        supersession = projection::supersession_groups(&scan, ops);
-    }
+    // Projection findings by operation id (stable within one operation), then extras.
+    let mut projection_findings = projection_findings;
+    projection_findings.sort_by(|a, b| a.0.as_wtf8().cmp(b.0.as_wtf8()));
+    findings.extend(projection_findings.into_iter().map(|(_, f)| f));
+    findings.extend(extra_operations);
 
     let maka_gate = MakaGate {
         tool_writes_refused: !decode_failures.is_empty() || !scan.issues.is_empty(),
@@ -226,37 +225,23 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
         }),
     };
 
-    let sessions: BTreeSet<&str> = runs.keys().map(|(s, _)| s.as_str()).collect();
-    let session_count = tables.sessions.as_ref().map_or(sessions.len(), |s| s.len());
-    let stuck = run_reports
-        .iter()
-        .filter(|r| r.state == super::runs::RunState::Stuck)
-        .count();
-    let unreadable = run_reports
-        .iter()
-        .filter(|r| r.state == super::runs::RunState::Unreadable)
-        .count();
-    let adoptable = run_reports
-        .iter()
-        .filter(|r| r.state == super::runs::RunState::AwaitingAdoption)
-        .count();
-    let run_count = {
-        let mut keys: BTreeMap<(&str, &str), ()> = BTreeMap::new();
-        for h in &headers {
-            keys.insert((h.session_id.as_str(), h.run_id.as_str()), ());
+    let mut runs = Vec::new();
+    let mut headers = Vec::new();
+    for r in run_results {
+        if let Some(report) = r.report {
+            runs.push(report);
         }
-        for (s, r) in &header_failed {
-            keys.insert((s.as_str(), r.as_str()), ());
+        if let Some(h) = r.header {
+            headers.push(h);
         }
-        keys.len()
-    };
+    }
     let mut report = ScanReport {
         schema_version: 1,
         summary: Summary {
             events,
-            sessions: session_count,
-            runs: run_count,
-            operations: tables.operations.as_ref().map_or(0, Vec::len),
+            sessions: tables.sessions,
+            runs: tables.runs,
+            operations: tables.operations,
             scanner_issues: scan.issues.len(),
             undecodable_events: decode_failures.len(),
             stuck_runs: stuck,
@@ -270,7 +255,7 @@ pub(super) fn build(walker: Walker, tables: Tables) -> ScanReport {
         findings,
         supersession,
         expectations: None,
-        runs: run_reports,
+        runs,
         headers,
         issues: scan.issues,
     };

@@ -1,10 +1,8 @@
 //! Each run's terminal state, as Maka classifies it, turned into findings.
 
-use std::collections::{BTreeSet, HashMap};
-
 use serde::Serialize;
 
-use super::{RunAcc, WORKSPACE_AUTHORITY_SESSION};
+use super::RunAcc;
 use crate::event::{EventStatus, RuntimeEvent};
 use crate::findings::Finding;
 use crate::header::RunHeader;
@@ -80,176 +78,158 @@ fn matching<'a>(h: &RunHeader, acc: &'a RunAcc) -> Vec<&'a (i64, RuntimeEvent)> 
         .collect()
 }
 
-/// Assesses every run with a header or with events.
-pub fn assess_runs(
-    headers: &[RunHeader],
-    header_failed: &BTreeSet<(String, String)>,
-    runs: &HashMap<(String, String), RunAcc>,
-) -> (Vec<RunReport>, Vec<Finding>) {
-    let empty = RunAcc::default();
-    let mut reports = Vec::new();
+/// Assesses one run that has a decodable header (`acc` is empty when it has no events).
+pub fn assess_header_run(h: &RunHeader, acc: &RunAcc) -> (RunReport, Vec<Finding>) {
     let mut findings = Vec::new();
-    for h in headers {
-        let key = (h.session_id.clone(), h.run_id.clone());
-        let acc = runs.get(&key).unwrap_or(&empty);
-        let (state, classification, ids) = assess(h, acc);
-        let f = |code: &'static str, msg: String| {
-            Finding::new(code, msg)
-                .session(&h.session_id)
-                .run(&h.run_id)
-        };
-        let status = h.status.as_str();
-        match state {
-            RunState::Stuck => findings.push(f(
-                "run_stuck_running",
+    let (state, classification, ids) = assess(h, acc);
+    let f = |code: &'static str, msg: String| {
+        Finding::new(code, msg)
+            .session(&h.session_id)
+            .run(&h.run_id)
+    };
+    let status = h.status.as_str();
+    match state {
+        RunState::Stuck => findings.push(f(
+            "run_stuck_running",
+            format!(
+                "header is `{status}` and the log has no terminal event ({} events)",
+                acc.rows
+            ),
+        )),
+        RunState::Unreadable => findings.push(f(
+            "run_unreadable",
+            format!(
+                "{} of {} rows of this run cannot be decoded",
+                acc.undecodable, acc.rows
+            ),
+        )),
+        RunState::Ambiguous => findings.push(f(
+            "run_terminal_ambiguous",
+            format!("{} terminal events: {}", ids.len(), ids.join(", ")),
+        )),
+        RunState::TerminalWithoutStatus => {
+            let mut x = f(
+                "run_terminal_without_status",
+                "the only terminal event has no terminal status".into(),
+            );
+            x.event_id = ids.first().cloned();
+            findings.push(x);
+        }
+        RunState::TerminalNotTail => {
+            let mut x = f(
+                "run_terminal_not_tail",
                 format!(
-                    "header is `{status}` and the log has no terminal event ({} events)",
-                    acc.rows
+                    "terminal event is not the last event of the run (event_seq {} is)",
+                    acc.max_seq
                 ),
-            )),
-            RunState::Unreadable => findings.push(f(
+            );
+            x.event_id = ids.first().cloned();
+            findings.push(x);
+        }
+        RunState::TerminalUnusable => {
+            let unusable: Vec<String> = acc
+                .terminals
+                .iter()
+                .map(|(_, e)| e.id.to_string())
+                .collect();
+            let mut x = f(
+                "run_terminal_unusable",
+                format!("header is `{status}`; the only terminal-looking events are partial or name another turn"),
+            );
+            x.event_id = unusable.first().cloned();
+            findings.push(x);
+        }
+        RunState::HeaderTerminalWithoutEvent => findings.push(f(
+            "run_header_terminal_without_event",
+            format!("header is `{status}` but the log has no valid terminal event"),
+        )),
+        RunState::HeaderContradictsTerminal => {
+            let mut x = f(
+                "run_header_contradicts_terminal",
+                format!("header is `{status}` but its terminal event says otherwise"),
+            );
+            x.event_id = ids.first().cloned();
+            findings.push(x);
+        }
+        _ => {}
+    }
+    let report = RunReport {
+        session_id: h.session_id.clone(),
+        run_id: h.run_id.clone(),
+        header_status: Some(h.status.as_str().to_owned()),
+        state,
+        classification,
+        terminal_event_ids: ids,
+        events: acc.rows,
+        max_seq: acc.max_seq,
+        last_event_ts: acc.last_ts,
+        invocation_ids: acc.invocations.clone(),
+    };
+    (report, findings)
+}
+
+/// Assesses a run that has events but no header row.
+pub fn assess_orphan_run(s: &str, r: &str, acc: &RunAcc) -> (RunReport, Vec<Finding>) {
+    let mut findings = Vec::new();
+    let state = if acc.undecodable > 0 {
+        RunState::Unreadable
+    } else {
+        RunState::NoHeader
+    };
+    if acc.undecodable > 0 {
+        findings.push(
+            Finding::new(
                 "run_unreadable",
                 format!(
                     "{} of {} rows of this run cannot be decoded",
                     acc.undecodable, acc.rows
                 ),
-            )),
-            RunState::Ambiguous => findings.push(f(
-                "run_terminal_ambiguous",
-                format!("{} terminal events: {}", ids.len(), ids.join(", ")),
-            )),
-            RunState::TerminalWithoutStatus => {
-                let mut x = f(
-                    "run_terminal_without_status",
-                    "the only terminal event has no terminal status".into(),
-                );
-                x.event_id = ids.first().cloned();
-                findings.push(x);
-            }
-            RunState::TerminalNotTail => {
-                let mut x = f(
-                    "run_terminal_not_tail",
-                    format!(
-                        "terminal event is not the last event of the run (event_seq {} is)",
-                        acc.max_seq
-                    ),
-                );
-                x.event_id = ids.first().cloned();
-                findings.push(x);
-            }
-            RunState::TerminalUnusable => {
-                let unusable: Vec<String> = acc
-                    .terminals
-                    .iter()
-                    .map(|(_, e)| e.id.to_string())
-                    .collect();
-                let mut x = f(
-                    "run_terminal_unusable",
-                    format!("header is `{status}`; the only terminal-looking events are partial or name another turn"),
-                );
-                x.event_id = unusable.first().cloned();
-                findings.push(x);
-            }
-            RunState::HeaderTerminalWithoutEvent => findings.push(f(
-                "run_header_terminal_without_event",
-                format!("header is `{status}` but the log has no valid terminal event"),
-            )),
-            RunState::HeaderContradictsTerminal => {
-                let mut x = f(
-                    "run_header_contradicts_terminal",
-                    format!("header is `{status}` but its terminal event says otherwise"),
-                );
-                x.event_id = ids.first().cloned();
-                findings.push(x);
-            }
-            _ => {}
-        }
-        reports.push(RunReport {
-            session_id: h.session_id.clone(),
-            run_id: h.run_id.clone(),
-            header_status: Some(h.status.as_str().to_owned()),
-            state,
-            classification,
-            terminal_event_ids: ids,
-            events: acc.rows,
-            max_seq: acc.max_seq,
-            last_event_ts: acc.last_ts,
-            invocation_ids: acc.invocations.clone(),
-        });
-    }
-    let with_header: BTreeSet<(&str, &str)> = headers
-        .iter()
-        .map(|h| (h.session_id.as_str(), h.run_id.as_str()))
-        .collect();
-    let mut orphans: Vec<(&(String, String), &RunAcc)> = runs
-        .iter()
-        .filter(|((s, r), _)| {
-            s != WORKSPACE_AUTHORITY_SESSION
-                && !with_header.contains(&(s.as_str(), r.as_str()))
-                && !header_failed.contains(&(s.clone(), r.clone()))
-        })
-        .collect();
-    orphans.sort_by(|a, b| a.0.cmp(b.0));
-    for ((s, r), acc) in orphans {
-        let state = if acc.undecodable > 0 {
-            RunState::Unreadable
-        } else {
-            RunState::NoHeader
-        };
-        if acc.undecodable > 0 {
-            findings.push(
-                Finding::new(
-                    "run_unreadable",
-                    format!(
-                        "{} of {} rows of this run cannot be decoded",
-                        acc.undecodable, acc.rows
-                    ),
-                )
-                .session(s)
-                .run(r),
-            );
-        }
-        findings.push(
-            Finding::new(
-                "run_header_missing",
-                format!("{} runtime events but no core_agent_runs row", acc.rows),
             )
             .session(s)
             .run(r),
         );
-        reports.push(RunReport {
-            session_id: s.clone(),
-            run_id: r.clone(),
-            header_status: None,
-            state,
-            classification: None,
-            terminal_event_ids: acc
-                .terminals
-                .iter()
-                .map(|(_, e)| e.id.to_string())
-                .collect(),
-            events: acc.rows,
-            max_seq: acc.max_seq,
-            last_event_ts: acc.last_ts,
-            invocation_ids: acc.invocations.clone(),
-        });
     }
-    for (s, r) in header_failed {
-        let acc = runs.get(&(s.clone(), r.clone())).unwrap_or(&empty);
-        reports.push(RunReport {
-            session_id: s.clone(),
-            run_id: r.clone(),
-            header_status: None,
-            state: RunState::HeaderUndecodable,
-            classification: None,
-            terminal_event_ids: Vec::new(),
-            events: acc.rows,
-            max_seq: acc.max_seq,
-            last_event_ts: acc.last_ts,
-            invocation_ids: acc.invocations.clone(),
-        });
+    findings.push(
+        Finding::new(
+            "run_header_missing",
+            format!("{} runtime events but no core_agent_runs row", acc.rows),
+        )
+        .session(s)
+        .run(r),
+    );
+    let report = RunReport {
+        session_id: s.to_owned(),
+        run_id: r.to_owned(),
+        header_status: None,
+        state,
+        classification: None,
+        terminal_event_ids: acc
+            .terminals
+            .iter()
+            .map(|(_, e)| e.id.to_string())
+            .collect(),
+        events: acc.rows,
+        max_seq: acc.max_seq,
+        last_event_ts: acc.last_ts,
+        invocation_ids: acc.invocations.clone(),
+    };
+    (report, findings)
+}
+
+/// The report of a run whose header does not decode.
+pub fn header_undecodable_report(s: &str, r: &str, acc: &RunAcc) -> RunReport {
+    RunReport {
+        session_id: s.to_owned(),
+        run_id: r.to_owned(),
+        header_status: None,
+        state: RunState::HeaderUndecodable,
+        classification: None,
+        terminal_event_ids: Vec::new(),
+        events: acc.rows,
+        max_seq: acc.max_seq,
+        last_event_ts: acc.last_ts,
+        invocation_ids: acc.invocations.clone(),
     }
-    (reports, findings)
 }
 
 /// One run's state, Maka's classification word, and the matching terminal ids.
@@ -303,4 +283,47 @@ fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>
         }
     };
     (state, Some(word), ids)
+}
+
+/// Assesses every run of an in-memory walk (replay holds one session): headers in
+/// their order, then runs with events but no header (sorted), then undecodable headers.
+pub fn assess_runs(
+    headers: &[RunHeader],
+    header_failed: &std::collections::BTreeSet<(String, String)>,
+    runs: &std::collections::HashMap<(String, String), RunAcc>,
+) -> (Vec<RunReport>, Vec<Finding>) {
+    let empty = RunAcc::default();
+    let mut reports = Vec::new();
+    let mut findings = Vec::new();
+    for h in headers {
+        let acc = runs
+            .get(&(h.session_id.clone(), h.run_id.clone()))
+            .unwrap_or(&empty);
+        let (r, f) = assess_header_run(h, acc);
+        reports.push(r);
+        findings.extend(f);
+    }
+    let with_header: std::collections::BTreeSet<(&str, &str)> = headers
+        .iter()
+        .map(|h| (h.session_id.as_str(), h.run_id.as_str()))
+        .collect();
+    let mut orphans: Vec<(&(String, String), &RunAcc)> = runs
+        .iter()
+        .filter(|((s, r), _)| {
+            s != super::WORKSPACE_AUTHORITY_SESSION
+                && !with_header.contains(&(s.as_str(), r.as_str()))
+                && !header_failed.contains(&(s.clone(), r.clone()))
+        })
+        .collect();
+    orphans.sort_by(|a, b| a.0.cmp(b.0));
+    for ((s, r), acc) in orphans {
+        let (rep, f) = assess_orphan_run(s, r, acc);
+        reports.push(rep);
+        findings.extend(f);
+    }
+    for (s, r) in header_failed {
+        let acc = runs.get(&(s.clone(), r.clone())).unwrap_or(&empty);
+        reports.push(header_undecodable_report(s, r, acc));
+    }
+    (reports, findings)
 }

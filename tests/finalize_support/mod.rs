@@ -74,8 +74,13 @@ impl Ws {
         c
     }
 
+    /// A scan that keeps every run (terminal ones too), for assertions on them.
     pub fn scan(&self) -> ScanReport {
-        scan_path(&self.db(), ScanOptions::default(), &mut |_, _| {}).unwrap()
+        let all = ScanOptions {
+            all_runs: true,
+            ..ScanOptions::default()
+        };
+        scan_path(&self.db(), all, &mut |_, _| {}).unwrap()
     }
 
     /// SHA-256 of the database file and of its `-wal` if any.
