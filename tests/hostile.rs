@@ -149,6 +149,7 @@ enum Kind {
     Finalize,
     Apply,
     Info,
+    Replay,
 }
 
 /// One command over one entry.
@@ -160,9 +161,9 @@ struct Invocation {
 }
 
 /// Every command that exists, in the formats that matter: the read-only ones first,
-/// `--apply` last. A heavy entry (seconds per run in a debug build) runs the scan and
-/// the finalize dry run once each, as JSON (`info` scans exactly as `doctor scan`
-/// does, and `--apply` with an empty plan is the dry run).
+/// `--apply` last. A heavy entry (seconds per run in a debug build) runs the scan,
+/// the replay and the finalize dry run once each, as JSON (`info` scans exactly as
+/// `doctor scan` does, and `--apply` with an empty plan is the dry run).
 fn commands(b: &Built) -> Vec<Invocation> {
     let all = vec![
         Invocation {
@@ -196,6 +197,18 @@ fn commands(b: &Built) -> Vec<Invocation> {
             kind: Kind::Info,
         },
         Invocation {
+            label: "replay json",
+            args: &["replay", "--format", "json"],
+            format: Fmt::Json,
+            kind: Kind::Replay,
+        },
+        Invocation {
+            label: "replay text",
+            args: &["replay"],
+            format: Fmt::Table,
+            kind: Kind::Replay,
+        },
+        Invocation {
             label: "finalize-runs json (dry run)",
             args: &["doctor", "finalize-runs", "--format", "json"],
             format: Fmt::Json,
@@ -219,14 +232,21 @@ fn commands(b: &Built) -> Vec<Invocation> {
     all.into_iter()
         .filter(|i| !(fails && i.format == Fmt::Table))
         .filter(|i| {
-            !b.heavy || (i.format == Fmt::Json && matches!(i.kind, Kind::Scan | Kind::Finalize))
+            !b.heavy
+                || (i.format == Fmt::Json
+                    && matches!(i.kind, Kind::Scan | Kind::Finalize | Kind::Replay))
         })
         .collect()
 }
 
 fn check(name: &str, inv: &Invocation, want: &Outcome, r: &Run) {
+    // The summary of a JSON document (at its end) says most about a surprise.
+    let summary = serde_json::from_slice::<serde_json::Value>(&r.stdout)
+        .ok()
+        .map(|d| d["summary"].to_string())
+        .unwrap_or_default();
     let ctx = format!(
-        "{name} / {}: exit {}\n--- stdout\n{}\n--- stderr\n{}",
+        "{name} / {}: exit {}\n--- summary\n{summary}\n--- stdout\n{}\n--- stderr\n{}",
         inv.label,
         r.status,
         String::from_utf8_lossy(&r.stdout[..r.stdout.len().min(4000)]),
@@ -304,6 +324,22 @@ fn check(name: &str, inv: &Invocation, want: &Outcome, r: &Run) {
                 assert!(doc()["database"].is_string(), "{ctx}");
             }
         }
+        Outcome::Replay { status, codes } => {
+            assert_eq!(r.status, *status, "{ctx}");
+            assert!(!stderr.contains("error:"), "{ctx}");
+            if inv.format == Fmt::Json {
+                let doc = doc();
+                let found = doc["summary"]["divergence_codes"]
+                    .as_object()
+                    .expect("summary.divergence_codes");
+                for code in *codes {
+                    assert!(
+                        found.contains_key(*code),
+                        "divergence {code} expected: {ctx}"
+                    );
+                }
+            }
+        }
         Outcome::Plan { runs } => {
             assert_eq!(r.status, 0, "{ctx}");
             assert!(!stderr.contains("error:"), "{ctx}");
@@ -351,9 +387,14 @@ fn run_entry(name: &str, build: fn() -> Built) {
             Kind::Finalize => &b.finalize,
             Kind::Apply => &b.apply,
             Kind::Info => &info,
+            Kind::Replay => &b.replay,
         };
         let before = snapshot(&b);
         let mut args: Vec<&std::ffi::OsStr> = inv.args.iter().map(|a| a.as_ref()).collect();
+        if inv.kind == Kind::Replay {
+            args.push("--session".as_ref());
+            args.push(b.session.as_ref());
+        }
         args.push("--workspace".as_ref());
         args.push(b.arg.as_os_str());
         let r = run(&args, &env, b.as_nobody, b.timeout);

@@ -6,7 +6,8 @@
 //! - copied without its `-shm` (committed frames in the `-wal`).
 //!
 //! Read-only commands: `doctor scan` in every format, with `--integrity` and with
-//! expectations; `info`; `doctor finalize-runs` dry runs and `--check`.
+//! expectations; `info`; `doctor finalize-runs` dry runs and `--check`; `replay`
+//! (text, and JSON with `--export`).
 
 mod common;
 mod corpus;
@@ -35,9 +36,25 @@ fn state(ws: &Path) -> (String, String, Vec<String>) {
     )
 }
 
+/// A session of the workspace (for `replay`).
+fn first_session(ws: &Path) -> String {
+    let c = rusqlite::Connection::open_with_flags(
+        format!("file:{}?immutable=1", ws.join("runtime.sqlite").display()),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+    )
+    .unwrap();
+    c.query_row(
+        "SELECT session_id FROM runtime_events ORDER BY session_id LIMIT 1",
+        [],
+        |r| r.get(0),
+    )
+    .unwrap()
+}
+
 /// The read-only command lines (without `--workspace`).
-fn commands(expect_file: &Path) -> Vec<Vec<String>> {
-    let e = expect_file.to_str().unwrap().to_owned();
+fn commands(side: &Path, session: &str) -> Vec<Vec<String>> {
+    let e = side.join("expect.json").to_str().unwrap().to_owned();
+    let bundle = side.join("bundle.json").to_str().unwrap().to_owned();
     let v: Vec<Vec<&str>> = vec![
         vec!["doctor", "scan", "--format", "table"],
         vec!["doctor", "scan", "--format", "json"],
@@ -53,6 +70,16 @@ fn commands(expect_file: &Path) -> Vec<Vec<String>> {
         vec!["doctor", "finalize-runs", "--format", "ndjson"],
         vec!["doctor", "finalize-runs", "--check"],
         vec!["doctor", "finalize-runs", "--check", "--project-header"],
+        vec!["replay", "--session", session],
+        vec![
+            "replay",
+            "--session",
+            session,
+            "--format",
+            "json",
+            "--export",
+            &bundle,
+        ],
     ];
     v.into_iter()
         .map(|c| c.into_iter().map(str::to_owned).collect())
@@ -61,10 +88,10 @@ fn commands(expect_file: &Path) -> Vec<Vec<String>> {
 
 /// Runs every read-only command on `ws` and checks that nothing changed.
 fn check_untouched(label: &str, ws: &Path) {
+    let session = first_session(ws);
     let before = state(ws);
     let side = tempfile::tempdir().unwrap();
-    let expect = side.path().join("expect.json");
-    for cmd in commands(&expect) {
+    for cmd in commands(side.path(), &session) {
         let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
         args.extend(["--workspace", ws.to_str().unwrap()]);
         let out = common::wsledger_env(
@@ -132,8 +159,7 @@ fn the_committed_fixtures_are_never_touched() {
     let before: Vec<_> = dirs.iter().map(|d| state(d)).collect();
     for d in &dirs {
         let side = tempfile::tempdir().unwrap();
-        let expect = side.path().join("expect.json");
-        for cmd in commands(&expect) {
+        for cmd in commands(side.path(), &first_session(d)) {
             let mut args: Vec<&str> = cmd.iter().map(String::as_str).collect();
             args.extend(["--workspace", d.to_str().unwrap()]);
             common::wsledger(&args);

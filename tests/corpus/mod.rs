@@ -44,6 +44,11 @@ pub enum Outcome {
     Plan { runs: usize },
     /// `info` did its job: exit 0 and (JSON) a document naming the database.
     Info,
+    /// `replay` did its job: exit `status`, and (JSON) at least these divergence codes.
+    Replay {
+        status: i32,
+        codes: &'static [&'static str],
+    },
 }
 
 impl Outcome {
@@ -91,6 +96,10 @@ pub struct Built {
     /// or else an empty plan.
     pub finalize: Outcome,
     pub apply: Outcome,
+    /// `replay --session` of [`Built::session`]. By default: the scan's error, or else
+    /// a replay without divergence.
+    pub replay: Outcome,
+    pub session: String,
     /// Run the command as `nobody` when the tests run as root, so permission bits
     /// apply (root ignores them).
     pub as_nobody: bool,
@@ -129,11 +138,25 @@ impl Built {
             Outcome::Error { .. } => scan.clone(),
             _ => Outcome::Plan { runs: 0 },
         };
+        let replay = match &scan {
+            Outcome::Error { .. } => scan.clone(),
+            // A broken row of the replayed session: a divergence, the rest replays.
+            Outcome::Report { event: Some(e), .. } if e == TARGET => Outcome::Replay {
+                status: 1,
+                codes: &["event_undecodable"],
+            },
+            _ => Outcome::Replay {
+                status: 0,
+                codes: &[],
+            },
+        };
         Built {
             tmp,
             arg,
             watch,
             dirs,
+            replay,
+            session: TARGET_SESSION.to_owned(),
             integrity: scan.clone(),
             apply: finalize.clone(),
             finalize,
@@ -161,6 +184,11 @@ impl Built {
     /// Whether `--apply` may change the files (a plan to write).
     pub fn apply_writes(&self) -> bool {
         matches!(self.apply, Outcome::Plan { runs } if runs > 0)
+    }
+
+    fn replay(mut self, status: i32, codes: &'static [&'static str]) -> Built {
+        self.replay = Outcome::Replay { status, codes };
+        self
     }
 
     fn heavy(mut self) -> Built {
@@ -476,6 +504,7 @@ pub fn corrupt_events_page() -> Built {
     let db = ws.join("runtime.sqlite");
     let leaf = pages_of(&db, "runtime_events", "leaf")[1];
     smash_page(&db, leaf);
+    // `replay` reads only its session's rows, none of which is on that page.
     Built::new(
         t,
         ws,
@@ -485,6 +514,7 @@ pub fn corrupt_events_page() -> Built {
             CORRUPT_HINT,
         ),
     )
+    .replay(0, &[])
 }
 
 pub fn corrupt_page_elsewhere() -> Built {
@@ -547,10 +577,12 @@ pub fn missing_table() -> Built {
         1,
         &["schema_object_missing"],
     )
+    .replay(1, &["tool_journal_missing"])
 }
 
 pub fn missing_run_headers_table() -> Built {
     schema_edit("DROP TABLE core_agent_runs", 1, &["schema_object_missing"])
+        .replay(1, &["header_missing"])
 }
 
 pub fn extra_column() -> Built {
@@ -745,6 +777,7 @@ pub fn event_seq_at_i64_max() -> Built {
         1,
         &["event_seq_gap", "run_terminal_not_tail"],
     )
+    .replay(1, &["event_seq_gap", "terminal_not_tail"])
 }
 
 pub fn event_seq_real_huge() -> Built {
@@ -753,6 +786,7 @@ pub fn event_seq_real_huge() -> Built {
         1,
         &["event_seq_gap", "run_terminal_not_tail"],
     )
+    .replay(1, &["event_seq_gap", "terminal_not_tail"])
 }
 
 pub fn event_seq_text() -> Built {
@@ -761,6 +795,7 @@ pub fn event_seq_text() -> Built {
         0,
         &["event_seq_gap"],
     )
+    .replay(1, &["event_seq_gap"])
 }
 
 pub fn event_id_null() -> Built {
@@ -769,7 +804,7 @@ pub fn event_id_null() -> Built {
         &ws.join("runtime.sqlite"),
         &format!("UPDATE runtime_events SET event_id = NULL WHERE event_id = '{TARGET}'"),
     );
-    Built::new(t, ws, Outcome::undecodable(""))
+    Built::new(t, ws, Outcome::undecodable("")).replay(1, &["event_undecodable"])
 }
 
 pub fn run_header_not_json() -> Built {
@@ -780,6 +815,7 @@ pub fn run_header_not_json() -> Built {
         1,
         &["run_header_undecodable"],
     )
+    .replay(1, &["header_undecodable"])
 }
 
 pub fn tool_rows_of_wrong_types() -> Built {
@@ -789,6 +825,7 @@ pub fn tool_rows_of_wrong_types() -> Built {
         0,
         &["projection_operation_mismatch"],
     )
+    .replay(1, &["tool_operation_mismatch"])
 }
 
 /// The scan reads only the archive flag of a session row: nothing to report.
@@ -818,7 +855,10 @@ pub fn escapes_in_ids_and_text() -> Built {
     )
     .unwrap();
     c.close().unwrap();
-    Built::new(t, ws, Outcome::undecodable(HOSTILE_ID))
+    let mut b =
+        Built::new(t, ws, Outcome::undecodable(HOSTILE_ID)).replay(1, &["event_undecodable"]);
+    b.session = HOSTILE_ID.to_owned();
+    b
 }
 
 /// A workspace path holding an escape sequence, a bidi control and a newline.
@@ -1101,9 +1141,14 @@ const STUCK: &[&str] = &["run_stuck_running"];
 /// the `-wal`.
 const TOUCH: &str = "UPDATE session_metadata SET is_archived = is_archived";
 
+/// The session of the stuck run.
+pub const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
+
 fn stuck(t: tempfile::TempDir, arg: PathBuf) -> Built {
-    Built::new(t, arg, Outcome::report(1, STUCK))
-        .finalize(Outcome::Plan { runs: 1 }, Outcome::Plan { runs: 1 })
+    let mut b = Built::new(t, arg, Outcome::report(1, STUCK))
+        .finalize(Outcome::Plan { runs: 1 }, Outcome::Plan { runs: 1 });
+    b.session = STUCK_SESSION.to_owned();
+    b
 }
 
 pub fn stuck_run() -> Built {
@@ -1185,7 +1230,7 @@ pub fn stuck_run_extra_index() -> Built {
         &ws.join("runtime.sqlite"),
         "CREATE INDEX doctor_idx ON runtime_events(committed_at)",
     );
-    Built::new(
+    let mut b = Built::new(
         t,
         ws,
         Outcome::report(1, &["schema_object_unexpected", "run_stuck_running"]),
@@ -1193,13 +1238,15 @@ pub fn stuck_run_extra_index() -> Built {
     .finalize(
         Outcome::Plan { runs: 1 },
         Outcome::error("runtime.sqlite", "current schema", "never migrates"),
-    )
+    );
+    b.session = STUCK_SESSION.to_owned();
+    b
 }
 
 pub fn stuck_run_newer_user_version() -> Built {
     let (t, ws) = fixture("stuck-running");
     edit(&ws.join("runtime.sqlite"), "PRAGMA user_version = 13");
-    Built::new(
+    let mut b = Built::new(
         t,
         ws,
         Outcome::report(1, &["schema_version_mismatch", "run_stuck_running"]),
@@ -1207,7 +1254,9 @@ pub fn stuck_run_newer_user_version() -> Built {
     .finalize(
         Outcome::Plan { runs: 1 },
         Outcome::error("runtime.sqlite", "current schema", "never migrates"),
-    )
+    );
+    b.session = STUCK_SESSION.to_owned();
+    b
 }
 
 /// A stuck run reached through a link whose real directory has no write bit:
