@@ -683,13 +683,6 @@ pub fn payload_50_mb() -> Built {
     Built::new(t, ws, Outcome::report(0, &[])).heavy()
 }
 
-pub fn payload_50_mb_garbage() -> Built {
-    let mut bytes = b"{\"id\":\"".to_vec();
-    bytes.resize(50 << 20, b'\\');
-    let (t, ws) = with_payload(&bytes);
-    Built::new(t, ws, Outcome::undecodable(TARGET)).heavy()
-}
-
 pub fn payload_deeply_nested() -> Built {
     // Ten million `[` then ten million `]`: valid JSON, deeper than any stack.
     const DEPTH: usize = 10_000_000;
@@ -1354,7 +1347,6 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("payload_null_optional", payload_null_optional),
     ("payload_wrong_enum", payload_wrong_enum),
     ("payload_50_mb", payload_50_mb),
-    ("payload_50_mb_garbage", payload_50_mb_garbage),
     ("payload_deeply_nested", payload_deeply_nested),
     (
         "payload_deeply_nested_unclosed",
