@@ -11,7 +11,8 @@
 //!   writer's lock and a hot journal are honoured, never read through.
 //!
 //! Symbolic links are resolved first: SQLite looks for the `-wal` beside the real
-//! file. Nothing here checkpoints, sets `mmap_size`, analyzes, or writes outside
+//! file. A `-wal`, `-shm` or `-journal` that is not a regular file (a FIFO would block
+//! the open) is refused. Nothing here checkpoints, sets `mmap_size`, analyzes, or writes outside
 //! `write_txn`.
 
 pub mod backup;
@@ -44,6 +45,8 @@ pub enum DbError {
     NoDatabaseInDir { path: PathBuf },
     #[error("`{path}` is not a file")]
     NotAFile { path: PathBuf },
+    #[error("`{path}` is not a file (SQLite keeps only files beside a database)")]
+    CompanionNotAFile { path: PathBuf },
     #[error("cannot read `{path}`: {source}")]
     Io {
         path: PathBuf,
@@ -81,6 +84,10 @@ impl DbError {
                     .into()
             }
             DbError::NotAFile { .. } => "name a workspace directory or a database file".into(),
+            DbError::CompanionNotAFile { .. } => {
+                "move it out of the way (keep it if you are unsure), then run the command again"
+                    .into()
+            }
             DbError::Io { .. } => {
                 "check the file's permissions and that the disk is readable".into()
             }
@@ -198,7 +205,8 @@ fn file_uri(path: &Path, query: &str) -> String {
     uri
 }
 
-/// What lies beside a database: its `-wal` and `-shm`.
+/// What lies beside a database: its `-wal` and `-shm` (and no `-journal`, `-wal` or
+/// `-shm` that is not a regular file).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Companions {
     wal: bool,
@@ -208,10 +216,15 @@ struct Companions {
 fn companions(real: &Path) -> Result<Companions, DbError> {
     let present = |p: PathBuf| match std::fs::symlink_metadata(&p) {
         Ok(m) if m.is_file() => Ok(true),
-        Ok(_) => Err(DbError::NotAFile { path: p }),
+        Ok(_) => Err(DbError::CompanionNotAFile { path: p }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(DbError::Io { path: p, source: e }),
     };
+    // SQLite opens a `-journal` it finds (to check for a hot journal): a FIFO there
+    // would block the open forever.
+    let mut journal = real.as_os_str().to_owned();
+    journal.push("-journal");
+    present(PathBuf::from(journal))?;
     Ok(Companions {
         wal: present(wal_path(real))?,
         shm: present(shm_path(real))?,
