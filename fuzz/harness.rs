@@ -78,6 +78,31 @@ pub fn args_hash(data: &[u8]) {
     }
 }
 
+/// The schema facts of a workspace at Maka's current schema (no schema findings: the
+/// target is the ledger, not a hundred `schema_object_missing`).
+fn current_schema() -> SchemaFacts {
+    use wsledger::db::schema::{target_schema, SchemaObject, CAPABILITIES, REGISTRY};
+    let objects: Vec<SchemaObject> = target_schema()
+        .into_iter()
+        .map(|(key, signature)| SchemaObject { key, signature })
+        .collect();
+    SchemaFacts {
+        user_version: wsledger::db::schema::RUNTIME_USER_VERSION,
+        tables: objects
+            .iter()
+            .filter_map(|o| o.key.strip_prefix("table:").map(str::to_owned))
+            .collect(),
+        objects,
+        registry: Some(
+            REGISTRY
+                .iter()
+                .map(|(s, v)| ((*s).to_owned(), *v))
+                .collect(),
+        ),
+        capabilities: Some(CAPABILITIES.iter().map(|c| ((*c).to_owned(), 1)).collect()),
+    }
+}
+
 /// A run header record as Maka writes it, with the given identity and status.
 fn header_record(session: &str, run: &str, turn: &str, status: RunStatus) -> String {
     serde_json::json!({
@@ -225,7 +250,7 @@ pub fn scan(data: &[u8]) {
         .finish(
             &mut store,
             Tables {
-                schema: SchemaFacts::default(),
+                schema: current_schema(),
                 sessions: sessions.len(),
                 runs: header_rows,
                 operations: 0,

@@ -564,6 +564,8 @@ corpus_tests!(
     wal_with_shm,
     wal_is_a_directory,
     wal_is_a_fifo,
+    shm_is_a_fifo,
+    journal_is_a_fifo,
     wal_of_garbage,
     read_only_file,
     read_only_directory,

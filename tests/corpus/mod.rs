@@ -888,7 +888,11 @@ pub fn wal_is_a_directory() -> Built {
     Built::new(
         t,
         ws,
-        Outcome::error("runtime.sqlite-wal", "is not a file", ""),
+        Outcome::error(
+            "runtime.sqlite-wal",
+            "is not a file",
+            "move it out of the way",
+        ),
     )
 }
 
@@ -898,7 +902,43 @@ pub fn wal_is_a_fifo() -> Built {
     Built::new(
         t,
         ws,
-        Outcome::error("runtime.sqlite-wal", "is not a file", ""),
+        Outcome::error(
+            "runtime.sqlite-wal",
+            "is not a file",
+            "move it out of the way",
+        ),
+    )
+}
+
+pub fn shm_is_a_fifo() -> Built {
+    let (t, ws) = with_committed_wal(BREAK_TARGET, false);
+    mkfifo(&shm(&ws.join("runtime.sqlite")));
+    Built::new(
+        t,
+        ws,
+        Outcome::error(
+            "runtime.sqlite-shm",
+            "is not a file",
+            "move it out of the way",
+        ),
+    )
+}
+
+/// Rollback-journal mode with a FIFO where SQLite looks for a hot journal: opening it
+/// would block forever.
+pub fn journal_is_a_fifo() -> Built {
+    let (t, ws) = healthy();
+    let db = ws.join("runtime.sqlite");
+    edit(&db, "PRAGMA journal_mode = DELETE");
+    mkfifo(&ws.join("runtime.sqlite-journal"));
+    Built::new(
+        t,
+        ws,
+        Outcome::error(
+            "runtime.sqlite-journal",
+            "is not a file",
+            "move it out of the way",
+        ),
     )
 }
 
@@ -1376,6 +1416,8 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("wal_with_shm", wal_with_shm),
     ("wal_is_a_directory", wal_is_a_directory),
     ("wal_is_a_fifo", wal_is_a_fifo),
+    ("shm_is_a_fifo", shm_is_a_fifo),
+    ("journal_is_a_fifo", journal_is_a_fifo),
     ("wal_of_garbage", wal_of_garbage),
     ("read_only_file", read_only_file),
     ("read_only_directory", read_only_directory),
