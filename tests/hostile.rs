@@ -524,6 +524,7 @@ corpus_tests!(
     truncated_to_the_first_page,
     corrupt_events_page,
     corrupt_page_elsewhere,
+    corrupt_schema_page,
     not_a_maka_workspace,
     missing_runtime_events,
     user_version_older,
@@ -591,3 +592,101 @@ corpus_tests!(
     stuck_run_symlink_into_a_read_only_directory,
     stuck_run_symlink_while_maka_holds_the_owner_lock,
 );
+
+/// `replay --bundle` reads a file, not a workspace: hostile bundles get the same
+/// treatment (exit 2 with `error:`/`hint:` naming the file, or a replay), and a
+/// bundle exported from a broken workspace replays like the workspace.
+#[test]
+fn hostile_session_bundles() {
+    let side = tempfile::tempdir().unwrap();
+    let dir = side.path();
+    let no_env: Vec<(&str, PathBuf)> = Vec::new();
+    let t = Duration::from_secs(60);
+    let replay = |args: &[&std::ffi::OsStr]| run(args, &no_env, false, t);
+    let os = |s: &str| std::ffi::OsString::from(s);
+
+    // Bundles that are not bundles.
+    let deep = "[".repeat(200_000);
+    let cases: Vec<(&str, Option<&[u8]>, &str)> = vec![
+        ("not-json.bundle", Some(b"{\"tables\": ["), "bundle"),
+        ("empty.bundle", Some(b""), "bundle"),
+        ("deep.bundle", Some(deep.as_bytes()), "bundle"),
+        ("wrong-shape.bundle", Some(b"{\"tables\": 42}"), "bundle"),
+        ("escape\u{1b}[31m\u{202e}.bundle", Some(b"nope"), "bundle"),
+        ("missing.bundle", None, "check the path"),
+    ];
+    for (name, bytes, hint) in cases {
+        let p = dir.join(name);
+        if let Some(b) = bytes {
+            std::fs::write(&p, b).unwrap();
+        }
+        let r = replay(&[
+            "replay".as_ref(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            "--bundle".as_ref(),
+            p.as_os_str(),
+        ]);
+        let inv = Invocation {
+            label: "replay --bundle json",
+            args: &[],
+            format: Fmt::Json,
+            kind: Kind::Replay,
+        };
+        let shown = name
+            .replace('\u{1b}', "\\u{1b}")
+            .replace('\u{202e}', "\\u{202e}");
+        check(name, &inv, &Outcome::error(shown, "", hint), &r);
+    }
+
+    // Bundles exported from broken workspaces replay as the workspace does.
+    for (build, session, ev) in [
+        (
+            corpus::payload_wrong_enum as corpus::Builder,
+            corpus::TARGET_SESSION,
+            corpus::TARGET,
+        ),
+        (
+            corpus::escapes_in_ids_and_text,
+            corpus::HOSTILE_ID,
+            corpus::HOSTILE_ID,
+        ),
+    ] {
+        let b = build();
+        let bundle = dir.join("exported.bundle");
+        let r = replay(&[
+            "replay".as_ref(),
+            "--session".as_ref(),
+            session.as_ref(),
+            "--export".as_ref(),
+            bundle.as_os_str(),
+            "--workspace".as_ref(),
+            b.arg.as_os_str(),
+        ]);
+        assert_eq!(r.status, 1, "{}", String::from_utf8_lossy(&r.stderr));
+        for (format, fmt) in [("json", Fmt::Json), ("text", Fmt::Table)] {
+            let r = replay(&[
+                os("replay").as_os_str(),
+                "--format".as_ref(),
+                format.as_ref(),
+                "--bundle".as_ref(),
+                bundle.as_os_str(),
+            ]);
+            let inv = Invocation {
+                label: "replay --bundle",
+                args: &[],
+                format: fmt,
+                kind: Kind::Replay,
+            };
+            check(
+                ev,
+                &inv,
+                &Outcome::Replay {
+                    status: 1,
+                    codes: &["event_undecodable"],
+                },
+                &r,
+            );
+        }
+    }
+}

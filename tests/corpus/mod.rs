@@ -526,6 +526,27 @@ pub fn corrupt_page_elsewhere() -> Built {
     Built::new(t, ws, Outcome::report(0, &[])).integrity(Outcome::report(1, &["sqlite_corrupt"]))
 }
 
+pub fn corrupt_schema_page() -> Built {
+    // The b-tree header of page 1 (after the 100-byte file header): sqlite_schema.
+    let (t, ws) = healthy();
+    let db = ws.join("runtime.sqlite");
+    {
+        use std::io::{Seek, SeekFrom, Write};
+        let mut f = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+        f.seek(SeekFrom::Start(100)).unwrap();
+        f.write_all(&[0xff; 12]).unwrap();
+    }
+    Built::new(
+        t,
+        ws,
+        Outcome::error(
+            "runtime.sqlite",
+            "database disk image is malformed",
+            CORRUPT_HINT,
+        ),
+    )
+}
+
 // ---- SQLite, but not (quite) a Maka workspace --------------------------------------
 
 pub fn not_a_maka_workspace() -> Built {
@@ -1367,6 +1388,7 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("truncated_to_the_first_page", truncated_to_the_first_page),
     ("corrupt_events_page", corrupt_events_page),
     ("corrupt_page_elsewhere", corrupt_page_elsewhere),
+    ("corrupt_schema_page", corrupt_schema_page),
     ("not_a_maka_workspace", not_a_maka_workspace),
     ("missing_runtime_events", missing_runtime_events),
     ("user_version_older", user_version_older),
