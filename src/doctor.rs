@@ -1,6 +1,7 @@
 //! Commands' building blocks that combine the database with the pure core: open,
 //! read, compute. Rendering and argument handling stay in `cli`.
 
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 
 use crate::db::{DbError, Workspace};
@@ -20,6 +21,19 @@ pub fn scan_workspace(
     opts: ScanOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ScanReport, DbError> {
+    scan_workspace_without(ws, opts, &BTreeSet::new(), progress)
+}
+
+/// Scans the workspace as it would be after Maka's conversation deletion of the
+/// `excluded` sessions (`doctor quarantine`'s "after"): their events, run headers and
+/// session rows are left out, and so are the tool operations whose call, dispatch or
+/// result event is theirs and the journal rows Maka's purge deletes with them.
+pub fn scan_workspace_without(
+    ws: &Workspace,
+    opts: ScanOptions,
+    excluded: &BTreeSet<String>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ScanReport, DbError> {
     let schema = ws.schema_facts()?;
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
     if !has("runtime_events") {
@@ -30,7 +44,12 @@ pub fn scan_workspace(
     let total = ws.event_count()?;
     let mut walker = Walker::new();
     let mut n = 0u64;
+    let mut gone: HashSet<String> = HashSet::new();
     ws.for_each_event(|row| {
+        if excluded.contains(&row.session_id) {
+            gone.insert(row.event_id);
+            return;
+        }
         walker.push_row(row);
         n += 1;
         if n.is_multiple_of(4096) {
@@ -39,7 +58,26 @@ pub fn scan_workspace(
     })?;
     progress(n, total);
     let has_ordinals = has("runtime_session_event_ordinals");
-    let tables = Tables {
+    let purged_op = |o: &crate::db::OperationRow| {
+        [
+            Some(&o.call_event_id),
+            o.dispatch_event_id.as_ref(),
+            o.result_event_id.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|id| gone.contains(id))
+    };
+    let purged_ops: HashSet<String> = if has("tool_operations") && !excluded.is_empty() {
+        ws.tool_operations()?
+            .iter()
+            .filter(|o| purged_op(o))
+            .map(|o| o.operation_id.clone())
+            .collect()
+    } else {
+        HashSet::new()
+    };
+    let mut tables = Tables {
         headers: if has("core_agent_runs") {
             Some(ws.run_headers()?)
         } else {
@@ -77,6 +115,29 @@ pub fn scan_workspace(
         },
         schema,
     };
+    if !excluded.is_empty() {
+        let keep = |s: &String| !excluded.contains(s);
+        if let Some(h) = &mut tables.headers {
+            h.retain(|r| keep(&r.session_id));
+        }
+        if let Some(o) = &mut tables.operations {
+            o.retain(|r| !purged_op(r));
+        }
+        if let Some(j) = &mut tables.journal {
+            j.retain(|r| {
+                !purged_ops.contains(&r.operation_id)
+                    && !r
+                        .runtime_event_id
+                        .as_ref()
+                        .is_some_and(|id| gone.contains(id))
+            });
+        }
+        if let Some(s) = &mut tables.sessions {
+            s.retain(|r| keep(&r.session_id));
+        }
+        tables.events_without_ordinal.retain(|r| keep(&r.1));
+        tables.ordinal_gaps.retain(|r| keep(&r.0));
+    }
     let mut report = walker.finish(tables);
     fill_identical(ws, &mut report)?;
     Ok(report)

@@ -98,7 +98,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
     Ok(total)
 }
 
-fn now_ms() -> Result<i64, CliError> {
+pub(crate) fn now_ms() -> Result<i64, CliError> {
     if let Ok(v) = std::env::var(NOW_ENV) {
         return v.trim().parse().map_err(|_| {
             CliError::new(
@@ -245,7 +245,7 @@ pub fn run(
 
 /// Refuses files and directories without a write bit (as root, SQLite itself would
 /// happily write through missing permission bits).
-fn check_writable(db: &Path) -> Result<(), CliError> {
+pub(crate) fn check_writable(db: &Path) -> Result<(), CliError> {
     let dir = db
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -280,7 +280,7 @@ fn check_writable(db: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn take_owner_lock(
+pub(crate) fn take_owner_lock(
     db: &Path,
     binding: Option<&str>,
     printer: &mut Printer,
