@@ -337,8 +337,7 @@ pub fn run_quarantine(
     };
     let binding = ws.root_binding()?;
     drop(ws);
-    let sessions_json = |applied_after: bool| -> Vec<Value> {
-        let _ = applied_after;
+    let sessions_json = || -> Vec<Value> {
         targets
             .iter()
             .zip(&deletions)
@@ -359,7 +358,7 @@ pub fn run_quarantine(
         "workspace": shown,
         "applied": false,
         "backup": null,
-        "sessions": sessions_json(false),
+        "sessions": sessions_json(),
         "before": state(&report, &archived),
         "after": state(&predicted, &archived),
         "notes": [],
