@@ -98,7 +98,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
     Ok(total)
 }
 
-fn now_ms() -> Result<i64, CliError> {
+pub(crate) fn now_ms() -> Result<i64, CliError> {
     if let Some(v) = std::env::var(NOW_ENV).ok().filter(|v| !v.trim().is_empty()) {
         return v.trim().parse().map_err(|_| {
             CliError::new(
@@ -251,7 +251,7 @@ pub fn run(
 
 /// Refuses files and directories without a write bit (as root, SQLite itself would
 /// happily write through missing permission bits).
-fn check_writable(db: &Path) -> Result<(), CliError> {
+pub(crate) fn check_writable(db: &Path) -> Result<(), CliError> {
     let dir = db
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -286,7 +286,7 @@ fn check_writable(db: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn take_owner_lock(
+pub(crate) fn take_owner_lock(
     db: &Path,
     binding: Option<&str>,
     printer: &mut Printer,

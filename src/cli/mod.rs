@@ -6,6 +6,7 @@ mod explain;
 pub mod finalize;
 mod info;
 mod printer;
+mod quarantine;
 mod replay;
 mod scan;
 mod workspace;
@@ -147,6 +148,11 @@ pub enum DoctorCommand {
     Scan(scan::ScanArgs),
     /// Finish runs stuck `running` by writing the terminal event Maka would write
     FinalizeRuns(finalize::FinalizeArgs),
+    /// Set aside the sessions holding ledger damage, as Maka's conversation deletion
+    /// removes them, each kept in a bundle
+    Quarantine(quarantine::QuarantineArgs),
+    /// Put quarantined sessions back from their bundles
+    Restore(quarantine::RestoreArgs),
 }
 
 /// Runs a parsed command line.
@@ -155,6 +161,12 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         Command::Doctor(DoctorCommand::Scan(args)) => scan::run(&cli.global, &args, printer),
         Command::Doctor(DoctorCommand::FinalizeRuns(args)) => {
             finalize::run(&cli.global, &args, printer)
+        }
+        Command::Doctor(DoctorCommand::Quarantine(args)) => {
+            quarantine::run_quarantine(&cli.global, &args, printer)
+        }
+        Command::Doctor(DoctorCommand::Restore(args)) => {
+            quarantine::run_restore(&cli.global, &args, printer)
         }
         Command::Explain(args) => explain::run(&args, printer),
         Command::Completions(args) => completions::run(&args, printer),

@@ -494,6 +494,19 @@ impl Workspace {
         Ok(out)
     }
 
+    /// Whether `session_metadata` has a row for the session.
+    pub fn session_exists(&self, session_id: &str) -> Result<bool, DbError> {
+        let n: i64 = self
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM session_metadata WHERE session_id = ?1",
+                [session_id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(n > 0)
+    }
+
     /// Whether a table exists.
     pub fn has_table(&self, name: &str) -> Result<bool, DbError> {
         let n: i64 = self
