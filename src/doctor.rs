@@ -287,8 +287,35 @@ pub fn scan_workspace_without(
         },
         schema,
     };
+    let has_run_events = tables
+        .schema
+        .tables
+        .iter()
+        .any(|t| t == "core_agent_run_events");
     let mut report = walker.finish(&mut store, tables)?;
     fill_identical(ws, &mut report)?;
+    if has_run_events {
+        let mut bad = Vec::new();
+        ws.for_each_run_event(&mut |s, r, seq, record, turn| {
+            if store.gone.session(s) {
+                return;
+            }
+            if let Err(why) = crate::header::check_run_event(record, s, r, turn) {
+                bad.push(
+                    crate::findings::Finding::new(
+                        "run_event_undecodable",
+                        format!("core_agent_run_events sequence {seq}: {why}"),
+                    )
+                    .session(s)
+                    .run(r),
+                );
+            }
+        })?;
+        if !bad.is_empty() {
+            report.findings.extend(bad);
+            report.recount();
+        }
+    }
     Ok(report)
 }
 

@@ -43,12 +43,24 @@ pub fn startup_blockers(
     report: &ScanReport,
     archived: &BTreeSet<String>,
 ) -> Vec<(String, String, &'static str)> {
-    report
+    let mut out: Vec<(String, String, &'static str)> = report
         .runs
         .iter()
         .filter(|r| !archived.contains(&r.session_id))
         .filter_map(|r| startup_code(r).map(|c| (r.session_id.clone(), r.run_id.clone(), c)))
-        .collect()
+        .collect();
+    // A run event Maka cannot decode stops its strict recovery just the same.
+    for f in &report.findings {
+        if let (true, Some(s), Some(r)) =
+            (f.code == "run_event_undecodable", &f.session_id, &f.run_id)
+        {
+            let key = (s.clone(), r.clone(), "run_event_undecodable");
+            if s != WORKSPACE_AUTHORITY_SESSION && !archived.contains(s) && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
+    out
 }
 
 /// Every session holding damage, with its reasons (sorted, deduplicated). The

@@ -91,6 +91,9 @@ pub struct RunEventsSummary {
 /// `(session_id, run_id) → (snapshot count, max updated_at)`.
 pub type SnapshotSummary = BTreeMap<(String, String), (i64, i64)>;
 
+/// Receives `(session, run, sequence, record_json, header turn id)`.
+pub type RunEventVisitor<'a> = dyn FnMut(&str, &str, i64, &str, Option<&str>) + 'a;
+
 /// Everything about the schema that the doctor checks.
 #[derive(Clone, Debug, Default)]
 pub struct SchemaFacts {
@@ -492,6 +495,34 @@ impl Workspace {
             }
         }
         Ok(out)
+    }
+
+    /// Streams every `core_agent_run_events` row with its run header's `turnId` (null
+    /// when the header is missing or has none): `(session, run, sequence, record, turn)`.
+    pub fn for_each_run_event(&self, f: &mut RunEventVisitor<'_>) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT e.session_id, e.run_id, e.sequence, e.record_json, \
+                 CASE WHEN json_valid(h.record_json) THEN json_extract(h.record_json, '$.turnId') END \
+                 FROM core_agent_run_events e LEFT JOIN core_agent_runs h \
+                 ON h.session_id = e.session_id AND h.run_id = e.run_id \
+                 ORDER BY e.session_id, e.run_id, e.sequence",
+            )
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let turn = opt_text(r, 4).map_err(e)?;
+            f(
+                &text(r, 0).map_err(e)?,
+                &text(r, 1).map_err(e)?,
+                int(r, 2).map_err(e)?,
+                &text(r, 3).map_err(e)?,
+                turn.as_deref(),
+            );
+        }
+        Ok(())
     }
 
     /// Whether `session_metadata` has a row for the session.
