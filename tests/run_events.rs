@@ -48,3 +48,31 @@ fn an_undecodable_run_event_is_reported_and_blocks_start_up() {
     assert_eq!(plan["before"]["startup_blocked"], true);
     assert_eq!(plan["after"]["startup_blocked"], false);
 }
+
+#[test]
+fn finalize_skips_a_stuck_run_whose_run_event_does_not_decode() {
+    let (_tmp, ws) = copy_fixture("stuck-running");
+    let db = ws.join("runtime.sqlite");
+    let w = ws.to_str().unwrap();
+    let plan: Value = serde_json::from_str(
+        &wsledger(&["doctor", "finalize-runs", "-w", w, "--format", "json"]).stdout,
+    )
+    .unwrap();
+    let run = plan["plan"][0]["run_id"].as_str().unwrap().to_owned();
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute(
+            "UPDATE core_agent_run_events SET record_json = json_set(record_json, '$.data', json('[]')) WHERE run_id = ?1 AND sequence = 0",
+            [&run],
+        )
+        .unwrap();
+        conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+    }
+    let out = wsledger(&["doctor", "finalize-runs", "-w", w, "--format", "json"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let plan: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(plan["plan"].as_array().unwrap().is_empty());
+    assert_eq!(plan["skipped"][0]["run_id"], run.as_str());
+    assert_eq!(plan["skipped"][0]["reason"], "rows_undecodable");
+}
