@@ -443,8 +443,19 @@ fn explain_covers_every_code() {
         assert!(out.stdout.contains(info.title));
         assert!(out.stdout.contains("What to do"));
     }
+    // Replay's divergence and note codes are explained too.
+    let replay: Vec<_> = wsledger::cli::explain::replay_codes().collect();
+    assert!(!replay.is_empty());
+    for (code, kind, _) in &replay {
+        let out = wsledger(&["explain", code]);
+        assert_eq!(out.status, 0, "{code}");
+        assert!(out.stdout.starts_with(&format!("{code} ({kind})")));
+    }
     let list = wsledger(&["explain", "--list"]);
-    assert_eq!(list.stdout.lines().count(), wsledger::findings::CODES.len());
+    assert_eq!(
+        list.stdout.lines().count(),
+        wsledger::findings::CODES.len() + replay.len()
+    );
     assert_eq!(wsledger(&["explain", "no_such_code"]).status, 2);
 }
 

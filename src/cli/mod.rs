@@ -2,7 +2,7 @@
 //! and the dispatch from commands to the core.
 
 mod completions;
-mod explain;
+pub mod explain;
 pub mod finalize;
 mod info;
 mod printer;
