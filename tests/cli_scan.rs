@@ -485,3 +485,35 @@ fn readme_documents_every_code_and_the_set_up_commands() {
         "{fixture}"
     );
 }
+
+#[test]
+fn workspace_flag_repeats_for_scan_only() {
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        "-w",
+        "fixtures/healthy",
+        "-w",
+        "fixtures/orphan-response",
+        "--format",
+        "json",
+    ]);
+    let doc = json(&out.stdout);
+    let st: Vec<i64> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_i64().unwrap())
+        .collect();
+    assert_eq!(st, [0, 1]);
+    assert_eq!(out.status, 1);
+    let out = wsledger(&[
+        "info",
+        "-w",
+        "fixtures/healthy",
+        "-w",
+        "fixtures/orphan-response",
+    ]);
+    assert_eq!(out.status, 2);
+    assert!(out.stderr.starts_with("error: "));
+}

@@ -146,7 +146,7 @@ pub fn run(
             ))
         }
     };
-    let db = workspace::database_path(global.workspace.as_deref())?;
+    let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;
     let opts = PlanOptions {

@@ -81,15 +81,16 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Workspace root holding `runtime.sqlite`, or the database file itself
-    /// [default: the platform's default Maka workspace]
+    /// [default: the platform's default Maka workspace]. `doctor scan` takes it more
+    /// than once (the workspaces are scanned in parallel); other commands take one.
     #[arg(
-        long,
+        long = "workspace",
         short = 'w',
         global = true,
         env = "WSLEDGER_WORKSPACE",
         value_name = "PATH"
     )]
-    pub workspace: Option<PathBuf>,
+    pub workspaces: Vec<PathBuf>,
     /// Output format (`table` for doctor commands and `text` for replay by default)
     #[arg(long, global = true, value_enum)]
     pub format: Option<FormatArg>,
@@ -102,6 +103,20 @@ pub struct GlobalArgs {
     /// Never show a progress bar
     #[arg(long, global = true)]
     pub no_progress: bool,
+}
+
+impl GlobalArgs {
+    /// The one workspace of a single-workspace command (`None`: the default one).
+    pub fn workspace(&self) -> Result<Option<&std::path::Path>, CliError> {
+        match self.workspaces.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(one.as_path())),
+            _ => Err(CliError::new(
+                "this command works on one workspace, but `--workspace` was given more than once",
+                "name one workspace (only `doctor scan` takes several)",
+            )),
+        }
+    }
 }
 
 /// `--format`.

@@ -277,7 +277,7 @@ pub fn run_quarantine(
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
     let format = format_of(global)?;
-    let db = workspace::database_path(global.workspace.as_deref())?;
+    let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;
     if args
@@ -581,7 +581,7 @@ pub fn run_restore(
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
     let format = format_of(global)?;
-    let db = workspace::database_path(global.workspace.as_deref())?;
+    let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;
     let parsed = args
