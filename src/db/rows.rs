@@ -106,7 +106,7 @@ pub struct SchemaFacts {
     pub capabilities: Option<BTreeMap<String, i64>>,
 }
 
-fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
+pub(super) fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
     Ok(match row.get_ref(i)? {
         ValueRef::Null => String::new(),
         ValueRef::Integer(n) => n.to_string(),
@@ -115,14 +115,14 @@ fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
     })
 }
 
-fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+pub(super) fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
     Ok(match row.get_ref(i)? {
         ValueRef::Null => None,
         _ => Some(text(row, i)?),
     })
 }
 
-fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
+pub(super) fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
     Ok(match row.get_ref(i)? {
         ValueRef::Integer(n) => n,
         ValueRef::Real(f) => f as i64,
