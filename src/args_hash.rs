@@ -17,6 +17,19 @@ pub enum ArgsHashError {
 /// `"sha256:" + hex(SHA-256(preimage))` where the preimage is the sorted-key JSON of
 /// `{"args": args, "toolName": tool_name}` with `__proto__` keys dropped and the arrays
 /// under keys named `required` / `enum` sorted by ICU root collation of their JSON.
+///
+/// The example is the value Maka itself computes (maka-format §7):
+///
+/// ```
+/// use wsledger::args_hash::canonical_tool_args_hash;
+/// use wsledger::json::{parse, JsStr};
+///
+/// let args = parse(r#"{"path":"README.md","limit":20}"#).unwrap();
+/// assert_eq!(
+///     canonical_tool_args_hash(&JsStr::new("read_file"), &args).unwrap(),
+///     "sha256:ce4de5e5b11c1206b69ff9f5af1eb75de5ec3eacd5d6558af95cb05e660e8706"
+/// );
+/// ```
 pub fn canonical_tool_args_hash(
     tool_name: &crate::json::JsStr,
     args: &Json,

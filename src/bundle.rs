@@ -81,6 +81,10 @@ pub struct Bundle {
     /// Table name → rows, in the order the tables were written. A table the source
     /// workspace does not have is absent.
     pub tables: Vec<(String, Vec<Row>)>,
+    /// Set by `doctor quarantine`: how the session was set aside (reasons, rowids,
+    /// the tombstone and catalog generation it changed), for `doctor restore`.
+    /// Written under the top-level key `quarantine`; replay ignores it.
+    pub quarantine: Option<Value>,
 }
 
 /// Why a document is not a readable session bundle.
@@ -143,6 +147,9 @@ impl Bundle {
             tables.insert(name.clone(), Value::Array(rows));
         }
         doc.insert("tables".into(), Value::Object(tables));
+        if let Some(q) = &self.quarantine {
+            doc.insert("quarantine".into(), q.clone());
+        }
         Value::Object(doc)
     }
 
@@ -241,10 +248,16 @@ impl Bundle {
             }
             tables.push((name.clone(), out));
         }
+        let quarantine = match doc.get("quarantine") {
+            None | Some(Value::Null) => None,
+            Some(q @ Value::Object(_)) => Some(q.clone()),
+            Some(_) => return Err(shape("`quarantine` is not an object")),
+        };
         Ok(Bundle {
             session_id,
             schema,
             tables,
+            quarantine,
         })
     }
 }
@@ -339,6 +352,7 @@ mod tests {
                 ),
                 ("empty".into(), vec![]),
             ],
+            quarantine: Some(serde_json::json!({"sessions": ["s-1"]})),
         }
     }
 

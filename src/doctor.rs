@@ -1,6 +1,7 @@
 //! Commands' building blocks that combine the database with the pure core: open,
 //! read, compute. Rendering and argument handling stay in `cli`.
 
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 
 use crate::db::{
@@ -25,11 +26,70 @@ struct Store<'a> {
     has_operations: bool,
     has_journal: bool,
     has_ordinals: bool,
+    gone: Exclusion,
+}
+
+/// What Maka's conversation deletion of some sessions removes, for a scan of the
+/// workspace as it would be afterwards (`doctor quarantine`'s "after"). Empty for an
+/// ordinary scan.
+#[derive(Default)]
+struct Exclusion {
+    sessions: BTreeSet<String>,
+    /// Event ids of those sessions.
+    events: HashSet<String>,
+    /// Operation ids whose call, dispatch or result event is theirs (Maka's purge
+    /// deletes those rows and their journal).
+    operations: HashSet<String>,
+}
+
+impl Exclusion {
+    fn read(
+        ws: &Workspace,
+        sessions: &BTreeSet<String>,
+        has_ops: bool,
+    ) -> Result<Exclusion, DbError> {
+        let mut gone = Exclusion {
+            sessions: sessions.clone(),
+            ..Exclusion::default()
+        };
+        if sessions.is_empty() {
+            return Ok(gone);
+        }
+        for s in sessions {
+            gone.events
+                .extend(ws.session_events(s)?.into_iter().map(|r| r.event_id));
+        }
+        if has_ops {
+            for o in ws.tool_operations()? {
+                let touched = [
+                    Some(&o.call_event_id),
+                    o.dispatch_event_id.as_ref(),
+                    o.result_event_id.as_ref(),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|id| gone.events.contains(id));
+                if touched {
+                    gone.operations.insert(o.operation_id);
+                }
+            }
+        }
+        Ok(gone)
+    }
+
+    fn session(&self, s: &str) -> bool {
+        self.sessions.contains(s)
+    }
+
+    fn operation(&self, row: &Option<OperationRow>) -> bool {
+        row.as_ref()
+            .is_some_and(|r| self.operations.contains(&r.operation_id))
+    }
 }
 
 impl ScanStore for Store<'_> {
     fn header(&mut self, session_id: &str, run_id: &str) -> Result<Option<HeaderRow>, DbError> {
-        if !self.has_headers {
+        if !self.has_headers || self.gone.session(session_id) {
             return Ok(None);
         }
         self.ws.header_of(session_id, run_id)
@@ -38,7 +98,8 @@ impl ScanStore for Store<'_> {
         if !self.has_operations {
             return Ok(None);
         }
-        self.ws.operation_of(operation_id)
+        let row = self.ws.operation_of(operation_id)?;
+        Ok(if self.gone.operation(&row) { None } else { row })
     }
     fn operation_by_call(
         &mut self,
@@ -48,22 +109,43 @@ impl ScanStore for Store<'_> {
         if !self.has_operations {
             return Ok(None);
         }
-        self.ws.operation_by_call(invocation_id, tool_call_id)
+        let row = self.ws.operation_by_call(invocation_id, tool_call_id)?;
+        Ok(if self.gone.operation(&row) { None } else { row })
     }
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError> {
         if !self.has_journal {
             return Ok(Vec::new());
         }
-        self.ws.journal_of(operation_id)
+        if self.gone.operations.contains(operation_id) {
+            return Ok(Vec::new());
+        }
+        let mut rows = self.ws.journal_of(operation_id)?;
+        rows.retain(|j| {
+            !j.runtime_event_id
+                .as_ref()
+                .is_some_and(|id| self.gone.events.contains(id))
+        });
+        Ok(rows)
     }
     fn run_rows(&mut self, session_id: &str, run_id: &str) -> Result<Vec<EventRow>, DbError> {
+        if self.gone.session(session_id) {
+            return Ok(Vec::new());
+        }
         self.ws.run_event_rows(session_id, run_id)
     }
     fn header_count(&mut self) -> Result<u64, DbError> {
         if !self.has_headers {
             return Ok(0);
         }
-        self.ws.count_rows("core_agent_runs")
+        if self.gone.sessions.is_empty() {
+            return self.ws.count_rows("core_agent_runs");
+        }
+        let mut n = 0;
+        self.for_each_header_key(&mut |_, _| {
+            n += 1;
+            Ok(())
+        })?;
+        Ok(n)
     }
     fn for_each_header_key(
         &mut self,
@@ -72,7 +154,13 @@ impl ScanStore for Store<'_> {
         if !self.has_headers {
             return Ok(());
         }
-        self.ws.for_each_header_key(f)
+        let gone = &self.gone;
+        self.ws.for_each_header_key(&mut |s: &str, r: &str| {
+            if gone.session(s) {
+                return Ok(());
+            }
+            f(s, r)
+        })
     }
     fn for_each_operation(
         &mut self,
@@ -81,7 +169,14 @@ impl ScanStore for Store<'_> {
         if !self.has_operations {
             return Ok(());
         }
-        self.ws.for_each_stored_operation(f)
+        let gone = &self.gone;
+        self.ws
+            .for_each_stored_operation(&mut |row: StoredOperationKey| {
+                if gone.operations.contains(&row.operation_id) {
+                    return Ok(());
+                }
+                f(row)
+            })
     }
     fn session_of(&mut self, invocation_id: &str, run_id: &str) -> Result<Option<String>, DbError> {
         self.ws.session_of_run_events(invocation_id, run_id)
@@ -90,14 +185,22 @@ impl ScanStore for Store<'_> {
         if !self.has_ordinals {
             return Ok(false);
         }
-        self.ws.for_each_ordinal(f)?;
+        let gone = &self.gone;
+        // Ordinal rows cascade with their events.
+        self.ws.for_each_ordinal(&mut |s: &str, o: i64, e: &str| {
+            if !gone.session(s) {
+                f(s, o, e)
+            }
+        })?;
         Ok(true)
     }
     fn events_without_ordinal(&mut self) -> Result<Vec<(String, String, String)>, DbError> {
         if !self.has_ordinals {
             return Ok(Vec::new());
         }
-        self.ws.events_without_ordinal()
+        let mut rows = self.ws.events_without_ordinal()?;
+        rows.retain(|(_, s, _)| !self.gone.session(s));
+        Ok(rows)
     }
 }
 
@@ -106,6 +209,19 @@ impl ScanStore for Store<'_> {
 pub fn scan_workspace(
     ws: &Workspace,
     opts: ScanOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<ScanReport, DbError> {
+    scan_workspace_without(ws, opts, &BTreeSet::new(), progress)
+}
+
+/// Scans the workspace as it would be after Maka's conversation deletion of the
+/// `excluded` sessions (`doctor quarantine`'s "after"): their events, run headers and
+/// session rows are left out, and so are the tool operations whose call, dispatch or
+/// result event is theirs and the journal rows Maka's purge deletes with them.
+pub fn scan_workspace_without(
+    ws: &Workspace,
+    opts: ScanOptions,
+    excluded: &BTreeSet<String>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ScanReport, DbError> {
     let schema = ws.schema_facts()?;
@@ -122,10 +238,14 @@ pub fn scan_workspace(
         has_operations: has("tool_operations"),
         has_journal: has("tool_journal_events"),
         has_ordinals: has("runtime_session_event_ordinals"),
+        gone: Exclusion::read(ws, excluded, has("tool_operations"))?,
     };
     let mut walker = Walker::new().keep_all_runs(opts.all_runs);
     let mut n = 0u64;
     ws.for_each_event_ref(|row| {
+        if store.gone.session(&row.session_id) {
+            return Ok(());
+        }
         walker.push_row(row, &mut store)?;
         n += 1;
         if n.is_multiple_of(4096) {
@@ -141,14 +261,25 @@ pub fn scan_workspace(
             0
         })
     };
+    // Excluded sessions are counted out of the totals (their rows would be gone).
+    let sessions_gone = if has("session_metadata") {
+        excluded
+            .iter()
+            .filter(|s| ws.session_exists(s).unwrap_or(false))
+            .count()
+    } else {
+        excluded.len()
+    };
+    let runs_total = store.header_count()? as usize;
     let tables = Tables {
         sessions: if has("session_metadata") {
             count("session_metadata")?
         } else {
             ws.event_session_count()? as usize
-        },
-        runs: count("core_agent_runs")?,
-        operations: count("tool_operations")?,
+        }
+        .saturating_sub(sessions_gone),
+        runs: runs_total,
+        operations: count("tool_operations")?.saturating_sub(store.gone.operations.len()),
         integrity: if opts.integrity {
             Some(ws.quick_check()?)
         } else {
@@ -156,8 +287,35 @@ pub fn scan_workspace(
         },
         schema,
     };
+    let has_run_events = tables
+        .schema
+        .tables
+        .iter()
+        .any(|t| t == "core_agent_run_events");
     let mut report = walker.finish(&mut store, tables)?;
     fill_identical(ws, &mut report)?;
+    if has_run_events {
+        let mut bad = Vec::new();
+        ws.for_each_run_event(&mut |s, r, seq, record, turn| {
+            if store.gone.session(s) {
+                return;
+            }
+            if let Err(why) = crate::header::check_run_event(record, s, r, turn) {
+                bad.push(
+                    crate::findings::Finding::new(
+                        "run_event_undecodable",
+                        format!("core_agent_run_events sequence {seq}: {why}"),
+                    )
+                    .session(s)
+                    .run(r),
+                );
+            }
+        })?;
+        if !bad.is_empty() {
+            report.findings.extend(bad);
+            report.recount();
+        }
+    }
     Ok(report)
 }
 

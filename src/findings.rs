@@ -122,6 +122,10 @@ codes! {
     "Maka's strict start-up recovery reads every header and throws on this one, so Maka does not start.",
     "A header written by another tool, with an unknown key, a bad enum or an unsafe id.",
     "Quarantine the session (`wsledger doctor quarantine`).";
+    "run_event_undecodable", Error, "a core_agent_run_events record Maka cannot decode",
+    "Maka's strict start-up recovery reads every run's operational events and throws on this one, so Maka does not start.",
+    "A run event written by another tool: an unknown key, a blank type, non-object data, or ids that differ from its run.",
+    "Quarantine the session (`wsledger doctor quarantine`).";
     "run_terminal_ambiguous", Error, "a run has two or more terminal events",
     "Maka refuses the session view and its strict start-up recovery throws (\"ambiguous terminal facts\"), so Maka does not start.",
     "A second terminal appended outside Maka (Maka refuses any append after a terminal).",

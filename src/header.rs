@@ -268,3 +268,90 @@ mod tests {
         assert_eq!(h.status, HeaderStatus::WaitingForUser);
     }
 }
+
+/// Maka's strict read of one `core_agent_run_events` record (`decodeAgentRunEvent`
+/// plus the identity check against its run): exactly `type, id, runId, sessionId,
+/// turnId, ts` and optionally `message`, `data`; a non-blank `type`; a finite `ts`;
+/// `data` an object; ids equal to the run's. Maka's strict start-up recovery throws on
+/// the first record that fails, so Maka does not start.
+pub fn check_run_event(
+    record_json: &str,
+    session_id: &str,
+    run_id: &str,
+    turn_id: Option<&str>,
+) -> Result<(), String> {
+    let value: Value =
+        serde_json::from_str(record_json).map_err(|e| format!("record is not JSON: {e}"))?;
+    let Value::Object(o) = value else {
+        return Err("record is not a JSON object".into());
+    };
+    const KEYS: &[&str] = &[
+        "type",
+        "id",
+        "runId",
+        "sessionId",
+        "turnId",
+        "ts",
+        "message",
+        "data",
+    ];
+    if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
+        return Err(format!("unknown key `{k}`"));
+    }
+    let s = |k: &str| o.get(k).and_then(Value::as_str);
+    if s("type").is_none_or(|t| t.trim().is_empty()) {
+        return Err("`type` is not a non-blank string".into());
+    }
+    for k in ["id", "runId", "sessionId", "turnId"] {
+        if s(k).is_none() {
+            return Err(format!("`{k}` is not a string"));
+        }
+    }
+    if !o
+        .get("ts")
+        .and_then(Value::as_f64)
+        .is_some_and(f64::is_finite)
+    {
+        return Err("`ts` is not a finite number".into());
+    }
+    if o.get("message").is_some_and(|m| !m.is_string()) {
+        return Err("`message` is not a string".into());
+    }
+    if o.get("data").is_some_and(|d| !d.is_object()) {
+        return Err("`data` is not an object".into());
+    }
+    if s("sessionId") != Some(session_id) || s("runId") != Some(run_id) {
+        return Err("its sessionId/runId differ from the run's".into());
+    }
+    if let Some(t) = turn_id {
+        if s("turnId") != Some(t) {
+            return Err("its turnId differs from the run header's".into());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod run_event_tests {
+    use super::check_run_event;
+
+    #[test]
+    fn strict_run_event_shape_and_identity() {
+        let ok =
+            r#"{"type":"run_started","id":"e","runId":"r","sessionId":"s","turnId":"t","ts":1}"#;
+        assert!(check_run_event(ok, "s", "r", Some("t")).is_ok());
+        assert!(check_run_event(ok, "s", "r", Some("other")).is_err());
+        assert!(
+            check_run_event(&ok.replace("\"ts\":1", "\"ts\":1,\"x\":2"), "s", "r", None).is_err()
+        );
+        assert!(check_run_event(&ok.replace("run_started", " "), "s", "r", None).is_err());
+        assert!(check_run_event(
+            &ok.replace("\"ts\":1", "\"ts\":1,\"data\":[]"),
+            "s",
+            "r",
+            None
+        )
+        .is_err());
+        assert!(check_run_event("{", "s", "r", None).is_err());
+    }
+}

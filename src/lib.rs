@@ -22,6 +22,7 @@ pub mod header;
 pub mod json;
 pub mod ledger;
 pub mod lock;
+pub mod quarantine;
 pub mod replay;
 pub mod report;
 pub mod scan;

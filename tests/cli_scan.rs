@@ -443,8 +443,19 @@ fn explain_covers_every_code() {
         assert!(out.stdout.contains(info.title));
         assert!(out.stdout.contains("What to do"));
     }
+    // Replay's divergence and note codes are explained too.
+    let replay: Vec<_> = wsledger::cli::explain::replay_codes().collect();
+    assert!(!replay.is_empty());
+    for (code, kind, _) in &replay {
+        let out = wsledger(&["explain", code]);
+        assert_eq!(out.status, 0, "{code}");
+        assert!(out.stdout.starts_with(&format!("{code} ({kind})")));
+    }
     let list = wsledger(&["explain", "--list"]);
-    assert_eq!(list.stdout.lines().count(), wsledger::findings::CODES.len());
+    assert_eq!(
+        list.stdout.lines().count(),
+        wsledger::findings::CODES.len() + replay.len()
+    );
     assert_eq!(wsledger(&["explain", "no_such_code"]).status, 2);
 }
 
@@ -473,4 +484,36 @@ fn readme_documents_every_code_and_the_set_up_commands() {
             .exists(),
         "{fixture}"
     );
+}
+
+#[test]
+fn workspace_flag_repeats_for_scan_only() {
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        "-w",
+        "fixtures/healthy",
+        "-w",
+        "fixtures/orphan-response",
+        "--format",
+        "json",
+    ]);
+    let doc = json(&out.stdout);
+    let st: Vec<i64> = doc["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_i64().unwrap())
+        .collect();
+    assert_eq!(st, [0, 1]);
+    assert_eq!(out.status, 1);
+    let out = wsledger(&[
+        "info",
+        "-w",
+        "fixtures/healthy",
+        "-w",
+        "fixtures/orphan-response",
+    ]);
+    assert_eq!(out.status, 2);
+    assert!(out.stderr.starts_with("error: "));
 }

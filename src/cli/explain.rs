@@ -17,6 +17,22 @@ pub struct ExplainArgs {
     pub list: bool,
 }
 
+/// Replay's divergence and note codes that are not also finding codes:
+/// `(code, "replay" | "note", meaning)`.
+pub fn replay_codes() -> impl Iterator<Item = (&'static str, &'static str, &'static str)> {
+    let div = crate::replay::DIVERGENCE_CODES
+        .iter()
+        .map(|(c, t)| (*c, "replay", *t));
+    let note = crate::replay::NOTE_CODES
+        .iter()
+        .map(|(c, t)| (*c, "note", *t));
+    div.chain(note).filter(|(c, _, _)| code_info(c).is_none())
+}
+
+fn first_sentence(text: &str) -> &str {
+    text.split(" (").next().unwrap_or(text)
+}
+
 pub fn run(args: &ExplainArgs, printer: &mut Printer) -> Result<ExitStatus, CliError> {
     let io = |e: std::io::Error| CliError::new(format!("writing output: {e}"), "");
     if args.list {
@@ -30,12 +46,42 @@ pub fn run(args: &ExplainArgs, printer: &mut Printer) -> Result<ExitStatus, CliE
             )
             .map_err(io)?;
         }
+        for (code, kind, text) in replay_codes() {
+            writeln!(
+                printer.out(),
+                "{code:<36} {kind:<8} {}",
+                first_sentence(text)
+            )
+            .map_err(io)?;
+        }
         return Ok(ExitStatus::Success);
     }
     let code = args.code.as_deref().unwrap_or_default();
     match code_info(code) {
         Some(info) => {
             write!(printer.out(), "{}", explain_text(info)).map_err(io)?;
+            Ok(ExitStatus::Success)
+        }
+        None if replay_codes().any(|(c, _, _)| c == code) => {
+            let (_, kind, text) = replay_codes()
+                .find(|(c, _, _)| *c == code)
+                .unwrap_or_default();
+            let what = if kind == "replay" {
+                "A divergence of `wsledger replay`: a stored projection (the transcript, the \
+                 tool tables, the run header or its operational events) disagrees with the \
+                 event log, which is Maka's only authority, or the log itself is damaged. It \
+                 makes replay exit 1."
+            } else {
+                "A note of `wsledger replay`: worth knowing, never an error; it does not change \
+                 the exit status."
+            };
+            write!(
+                printer.out(),
+                "{code} ({kind})\n  {text}\n\n{what}\n\nWhat to do\n  Run `wsledger replay --session ID` \
+                 to see the ids involved, the stored value and the value the log implies; \
+                 `wsledger doctor scan` says whether Maka is affected.\n"
+            )
+            .map_err(io)?;
             Ok(ExitStatus::Success)
         }
         None => Err(CliError::new(

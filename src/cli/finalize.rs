@@ -98,7 +98,7 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
     Ok(total)
 }
 
-fn now_ms() -> Result<i64, CliError> {
+pub(crate) fn now_ms() -> Result<i64, CliError> {
     if let Some(v) = std::env::var(NOW_ENV).ok().filter(|v| !v.trim().is_empty()) {
         return v.trim().parse().map_err(|_| {
             CliError::new(
@@ -146,7 +146,7 @@ pub fn run(
             ))
         }
     };
-    let db = workspace::database_path(global.workspace.as_deref())?;
+    let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;
     let opts = PlanOptions {
@@ -252,7 +252,7 @@ pub fn run(
 /// Refuses files and directories without a write bit (as root, SQLite itself would
 /// happily write through missing permission bits). A symbolic link is followed first:
 /// SQLite writes beside the real file.
-fn check_writable(db: &Path) -> Result<(), CliError> {
+pub(crate) fn check_writable(db: &Path) -> Result<(), CliError> {
     let real = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
     let db = real.as_path();
     let dir = db
@@ -289,7 +289,7 @@ fn check_writable(db: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn take_owner_lock(
+pub(crate) fn take_owner_lock(
     db: &Path,
     binding: Option<&str>,
     printer: &mut Printer,

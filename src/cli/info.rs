@@ -18,7 +18,7 @@ pub fn run(
     _args: &InfoArgs,
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
-    let db = workspace::database_path(global.workspace.as_deref())?;
+    let db = workspace::database_path(global.workspace()?)?;
     let info = workspace_info(&db, &mut |_, _| {})?;
     let io = |e: std::io::Error| {
         CliError::new(

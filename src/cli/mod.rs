@@ -2,10 +2,11 @@
 //! and the dispatch from commands to the core.
 
 mod completions;
-mod explain;
+pub mod explain;
 pub mod finalize;
 mod info;
 mod printer;
+mod quarantine;
 mod replay;
 mod scan;
 mod workspace;
@@ -80,15 +81,16 @@ pub struct Cli {
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Workspace root holding `runtime.sqlite`, or the database file itself
-    /// [default: the platform's default Maka workspace]
+    /// [default: the platform's default Maka workspace]. `doctor scan` takes it more
+    /// than once (the workspaces are scanned in parallel); other commands take one.
     #[arg(
-        long,
+        long = "workspace",
         short = 'w',
         global = true,
         env = "WSLEDGER_WORKSPACE",
         value_name = "PATH"
     )]
-    pub workspace: Option<PathBuf>,
+    pub workspaces: Vec<PathBuf>,
     /// Output format (`table` for doctor commands and `text` for replay by default)
     #[arg(long, global = true, value_enum)]
     pub format: Option<FormatArg>,
@@ -101,6 +103,20 @@ pub struct GlobalArgs {
     /// Never show a progress bar
     #[arg(long, global = true)]
     pub no_progress: bool,
+}
+
+impl GlobalArgs {
+    /// The one workspace of a single-workspace command (`None`: the default one).
+    pub fn workspace(&self) -> Result<Option<&std::path::Path>, CliError> {
+        match self.workspaces.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(one.as_path())),
+            _ => Err(CliError::new(
+                "this command works on one workspace, but `--workspace` was given more than once",
+                "name one workspace (only `doctor scan` takes several)",
+            )),
+        }
+    }
 }
 
 /// `--format`.
@@ -147,6 +163,11 @@ pub enum DoctorCommand {
     Scan(scan::ScanArgs),
     /// Finish runs stuck `running` by writing the terminal event Maka would write
     FinalizeRuns(finalize::FinalizeArgs),
+    /// Set aside the sessions holding ledger damage, as Maka's conversation deletion
+    /// removes them, each kept in a bundle
+    Quarantine(quarantine::QuarantineArgs),
+    /// Put quarantined sessions back from their bundles
+    Restore(quarantine::RestoreArgs),
 }
 
 /// Runs a parsed command line.
@@ -155,6 +176,12 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         Command::Doctor(DoctorCommand::Scan(args)) => scan::run(&cli.global, &args, printer),
         Command::Doctor(DoctorCommand::FinalizeRuns(args)) => {
             finalize::run(&cli.global, &args, printer)
+        }
+        Command::Doctor(DoctorCommand::Quarantine(args)) => {
+            quarantine::run_quarantine(&cli.global, &args, printer)
+        }
+        Command::Doctor(DoctorCommand::Restore(args)) => {
+            quarantine::run_restore(&cli.global, &args, printer)
         }
         Command::Explain(args) => explain::run(&args, printer),
         Command::Completions(args) => completions::run(&args, printer),

@@ -87,7 +87,7 @@ pub fn run(
         return render_outcomes(outcomes, format, printer);
     }
     let session = args.session.as_deref().unwrap_or_default();
-    let db = workspace::database_path(global.workspace.as_deref())?;
+    let db = workspace::database_path(global.workspace()?)?;
     let bundle = export_from_database(&db, session)?;
     if let Some(file) = &args.export {
         write_bundle(file, &bundle)?;

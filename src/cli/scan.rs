@@ -86,11 +86,19 @@ pub fn run(
         Some(FormatArg::Ndjson) => Format::Ndjson,
         Some(FormatArg::Github) => Format::Github,
     };
-    let inputs: Vec<Option<PathBuf>> = if args.paths.is_empty() {
-        vec![global.workspace.clone()]
+    // `--workspace` (repeatable) first, then paths given as arguments. A workspace that
+    // only came from WSLEDGER_WORKSPACE is a default: paths on the command line win.
+    let from_env = std::env::var_os("WSLEDGER_WORKSPACE")
+        .is_some_and(|v| global.workspaces.len() == 1 && global.workspaces[0].as_os_str() == v);
+    let mut inputs: Vec<Option<PathBuf>> = if from_env && !args.paths.is_empty() {
+        Vec::new()
     } else {
-        args.paths.iter().cloned().map(Some).collect()
+        global.workspaces.iter().cloned().map(Some).collect()
     };
+    inputs.extend(args.paths.iter().cloned().map(Some));
+    if inputs.is_empty() {
+        inputs.push(None);
+    }
     let opts = ScanOptions {
         integrity: args.integrity,
         all_runs: false,

@@ -140,33 +140,8 @@ pub struct ClaimRow {
 /// partial snapshots.
 pub type InvocationUsers = Vec<(String, String, String)>;
 
-fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
-    Ok(match row.get_ref(i)? {
-        ValueRef::Null => String::new(),
-        ValueRef::Integer(n) => n.to_string(),
-        ValueRef::Real(f) => f.to_string(),
-        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
-    })
-}
-
-fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match row.get_ref(i)? {
-        ValueRef::Null => None,
-        _ => Some(text(row, i)?),
-    })
-}
-
-fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
-    Ok(match row.get_ref(i)? {
-        ValueRef::Integer(n) => n,
-        ValueRef::Real(f) => f as i64,
-        ValueRef::Text(b) => std::str::from_utf8(b)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0),
-        _ => 0,
-    })
-}
+// Lenient column readers shared with `rows.rs`.
+use super::rows::{int, opt_text, text};
 
 fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     Ok(EventRow {

@@ -17,6 +17,7 @@
 
 pub mod backup;
 pub mod facts;
+pub mod quarantine;
 pub mod rows;
 pub mod schema;
 pub mod session;

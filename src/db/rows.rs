@@ -91,6 +91,9 @@ pub struct RunEventsSummary {
 /// `(session_id, run_id) → (snapshot count, max updated_at)`.
 pub type SnapshotSummary = BTreeMap<(String, String), (i64, i64)>;
 
+/// Receives `(session, run, sequence, record_json, header turn id)`.
+pub type RunEventVisitor<'a> = dyn FnMut(&str, &str, i64, &str, Option<&str>) + 'a;
+
 /// Everything about the schema that the doctor checks.
 #[derive(Clone, Debug, Default)]
 pub struct SchemaFacts {
@@ -103,7 +106,7 @@ pub struct SchemaFacts {
     pub capabilities: Option<BTreeMap<String, i64>>,
 }
 
-fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
+pub(super) fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
     Ok(match row.get_ref(i)? {
         ValueRef::Null => String::new(),
         ValueRef::Integer(n) => n.to_string(),
@@ -112,14 +115,14 @@ fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
     })
 }
 
-fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+pub(super) fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
     Ok(match row.get_ref(i)? {
         ValueRef::Null => None,
         _ => Some(text(row, i)?),
     })
 }
 
-fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
+pub(super) fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
     Ok(match row.get_ref(i)? {
         ValueRef::Integer(n) => n,
         ValueRef::Real(f) => f as i64,
@@ -520,6 +523,49 @@ impl Workspace {
             }
         }
         Ok(out)
+    }
+
+    /// Streams every `core_agent_run_events` row with its run header's `turnId` (null
+    /// when the header is missing or has none): `(session, run, sequence, record, turn)`.
+    /// Without a `core_agent_runs` table (a damaged schema) every turn is null.
+    pub fn for_each_run_event(&self, f: &mut RunEventVisitor<'_>) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let sql = if self.has_table("core_agent_runs")? {
+            "SELECT e.session_id, e.run_id, e.sequence, e.record_json, \
+             CASE WHEN json_valid(h.record_json) THEN json_extract(h.record_json, '$.turnId') END \
+             FROM core_agent_run_events e LEFT JOIN core_agent_runs h \
+             ON h.session_id = e.session_id AND h.run_id = e.run_id \
+             ORDER BY e.session_id, e.run_id, e.sequence"
+        } else {
+            "SELECT session_id, run_id, sequence, record_json, NULL \
+             FROM core_agent_run_events ORDER BY session_id, run_id, sequence"
+        };
+        let mut stmt = self.conn().prepare(sql).map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let turn = opt_text(r, 4).map_err(e)?;
+            f(
+                &text(r, 0).map_err(e)?,
+                &text(r, 1).map_err(e)?,
+                int(r, 2).map_err(e)?,
+                &text(r, 3).map_err(e)?,
+                turn.as_deref(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether `session_metadata` has a row for the session.
+    pub fn session_exists(&self, session_id: &str) -> Result<bool, DbError> {
+        let n: i64 = self
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM session_metadata WHERE session_id = ?1",
+                [session_id],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(n > 0)
     }
 
     /// Whether a table exists.

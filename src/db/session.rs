@@ -255,6 +255,7 @@ impl Workspace {
                 capabilities: facts.capabilities,
             },
             tables,
+            quarantine: None,
         })
     }
 }

@@ -248,6 +248,16 @@ impl Writer {
         &self.ws.conn
     }
 
+    /// The database file.
+    pub(crate) fn path(&self) -> &Path {
+        self.ws.path()
+    }
+
+    /// The workspace behind the writer (schema facts).
+    pub(crate) fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
     /// Copies the database with SQLite's online backup API (see [`super::backup`]).
     pub fn backup_to(&self, dest: &Path) -> Result<(), DbError> {
         super::backup::backup_connection(self.conn(), self.ws.path(), dest)
@@ -309,7 +319,7 @@ impl Writer {
     }
 }
 
-fn classify(path: &Path, e: rusqlite::Error) -> WriteError {
+pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> WriteError {
     match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DiskFull) => WriteError::Full {
             path: path.to_path_buf(),

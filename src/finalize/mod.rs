@@ -498,6 +498,25 @@ fn plan_run(
     let (Some(h), Some(input)) = (header, input) else {
         return Outcome::Ignore;
     };
+    // Maka's strict recovery reads every run event before it decides anything: one it
+    // cannot decode stops its start-up, whatever terminal event we would write.
+    for e in &input.rows.run_events {
+        if let Err(why) = crate::header::check_run_event(
+            &e.record_json,
+            &h.session_id,
+            &h.run_id,
+            Some(&h.turn_id),
+        ) {
+            return skip(
+                SkipReason::RowsUndecodable,
+                format!(
+                    "run event sequence {} does not decode ({why}); Maka's strict recovery \
+                     stops on it",
+                    e.sequence
+                ),
+            );
+        }
+    }
     if input.rows.events.len() != events.len() {
         return skip(
             SkipReason::RowsUndecodable,

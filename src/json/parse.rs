@@ -13,6 +13,15 @@ pub struct ParseError {
 /// Parses `text` as `JSON.parse` does: numbers as doubles (`1e400` is infinity),
 /// a repeated key keeps its first position and takes its last value, lone surrogate
 /// escapes are kept, and any nesting depth is accepted.
+///
+/// ```
+/// use wsledger::json::{parse, stable_stringify};
+///
+/// // The repeated key keeps its place and takes the last value; keys come out sorted.
+/// let v = parse(r#"{"b":1,"a":[1.0,-0,1e21],"b":"\ud800"}"#).unwrap();
+/// assert_eq!(stable_stringify(&v).unwrap(), r#"{"a":[1,0,1e+21],"b":"\ud800"}"#);
+/// assert!(parse("[1,]").is_err());
+/// ```
 pub fn parse(text: &str) -> Result<Json, ParseError> {
     Parser {
         text,

@@ -1,0 +1,738 @@
+//! `wsledger doctor quarantine` and `wsledger doctor restore`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::{json, Map, Value};
+
+use super::finalize::{check_writable, now_ms, take_owner_lock, BACKUP_DIR_ENV};
+use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
+use crate::bundle::{Bundle, SchemaInfo};
+use crate::db::backup::backup_path;
+use crate::db::quarantine::{Deletion, RestoreItem};
+use crate::db::write::Writer;
+use crate::db::Workspace;
+use crate::doctor::{scan_workspace, scan_workspace_without, ScanOptions};
+use crate::quarantine::{bundle_file_name, damaged_sessions, startup_blockers, Reason};
+use crate::report::sanitize::sanitize;
+use crate::report::Format;
+use crate::scan::{ScanReport, WORKSPACE_AUTHORITY_SESSION};
+
+/// Set aside the sessions that hold ledger damage, exactly as Maka's own conversation
+/// deletion removes them, each kept in a bundle that `doctor restore` puts back.
+///
+/// Without `--apply` it prints the plan: every damaged session (scanner issues,
+/// undecodable rows, run identity conflicts, runs that make Maka's strict start-up
+/// recovery throw) with its reasons, the rows of each table that would move, where its
+/// bundle would go, and what Maka's gate and start-up would do without those sessions.
+///
+/// With `--apply` it takes Maka's owner lock, backs the database up, writes and checks
+/// every bundle, then deletes what Maka's conversation deletion deletes, in Maka's
+/// order, in one transaction, and rescans. The session `maka_workspace_authority` is
+/// never touched.
+#[derive(Debug, Args)]
+pub struct QuarantineArgs {
+    /// Quarantine exactly this session (repeatable) instead of the damaged ones
+    #[arg(long = "session", value_name = "ID")]
+    pub sessions: Vec<String>,
+    /// Directory for the bundles [default: `wsledger-quarantine` beside the database]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Move the sessions (default: dry run, nothing is written)
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: do not back the database up first
+    #[arg(long)]
+    pub no_backup: bool,
+}
+
+/// Put quarantined sessions back from their bundles, every row and column as it was.
+///
+/// Without `--apply` it checks the bundles against the workspace and prints what it
+/// would restore. With `--apply` it takes Maka's owner lock, backs the database up and
+/// inserts every row in one transaction. It refuses, changing nothing, when a bundle's
+/// schema differs from the workspace's or any of its rows collides with one in the
+/// workspace.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// Bundles written by `doctor quarantine --apply`
+    #[arg(value_name = "BUNDLE", required = true)]
+    pub bundles: Vec<PathBuf>,
+    /// Write (default: dry run, nothing is written)
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: do not back the database up first
+    #[arg(long)]
+    pub no_backup: bool,
+}
+
+fn format_of(global: &GlobalArgs) -> Result<Format, CliError> {
+    match global.format {
+        None | Some(FormatArg::Table) | Some(FormatArg::Text) => Ok(Format::Table),
+        Some(FormatArg::Json) => Ok(Format::Json),
+        Some(FormatArg::Ndjson) => Ok(Format::Ndjson),
+        Some(FormatArg::Github) => Err(CliError::new(
+            "`--format github` is for `doctor scan`",
+            "use --format table, json or ndjson",
+        )),
+    }
+}
+
+/// Gate and start-up state of a scan.
+fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
+    let blockers = startup_blockers(report, archived);
+    json!({
+        "tool_writes_refused": report.maka_gate.tool_writes_refused,
+        "startup_blocked": !blockers.is_empty(),
+        "startup_blockers": blockers
+            .iter()
+            .map(|(s, r, c)| json!({"session_id": s, "run_id": r, "code": c}))
+            .collect::<Vec<_>>(),
+    })
+}
+
+fn archived_sessions(ws: &Workspace) -> Result<BTreeSet<String>, CliError> {
+    if !ws.has_table("session_metadata")? {
+        return Ok(BTreeSet::new());
+    }
+    Ok(ws
+        .sessions()?
+        .into_iter()
+        .filter(|s| s.is_archived)
+        .map(|s| s.session_id)
+        .collect())
+}
+
+fn rows_json(d: &Deletion) -> Value {
+    Value::Object(
+        d.counts()
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(t, n)| (t, Value::from(n)))
+            .collect(),
+    )
+}
+
+fn write_out(printer: &mut Printer, doc: &Value, format: Format) -> Result<(), CliError> {
+    let res = (|| -> std::io::Result<()> {
+        let out = printer.out();
+        match format {
+            Format::Ndjson => {
+                let mut summary = doc.clone();
+                let items = summary
+                    .as_object_mut()
+                    .and_then(|o| o.remove("sessions"))
+                    .and_then(|v| v.as_array().cloned())
+                    .unwrap_or_default();
+                for s in items {
+                    serde_json::to_writer(&mut *out, &json!({"type": "session", "data": s}))?;
+                    writeln!(out)?;
+                }
+                serde_json::to_writer(&mut *out, &json!({"type": "summary", "data": summary}))?;
+                writeln!(out)
+            }
+            Format::Json => {
+                serde_json::to_writer_pretty(&mut *out, doc)?;
+                writeln!(out)
+            }
+            _ => render_table(out, doc),
+        }
+    })();
+    match res {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            format!("writing output: {e}"),
+            "check that stdout is writable",
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::String(s) => sanitize(s),
+        Value::Null => "-".into(),
+        other => sanitize(&other.to_string()),
+    }
+}
+
+fn render_table(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {
+    let restore = doc.get("command").and_then(Value::as_str) == Some("restore");
+    writeln!(out, "workspace: {}", s(&doc["workspace"]))?;
+    let sessions = doc["sessions"].as_array().cloned().unwrap_or_default();
+    if sessions.is_empty() {
+        writeln!(
+            out,
+            "{}",
+            if restore {
+                "nothing to restore"
+            } else {
+                "nothing to quarantine: no session holds ledger damage"
+            }
+        )?;
+    }
+    for sess in &sessions {
+        writeln!(out, "session {}", s(&sess["session_id"]))?;
+        if let Some(reasons) = sess.get("reasons").and_then(Value::as_array) {
+            for r in reasons {
+                match r.get("id") {
+                    Some(Value::String(id)) => {
+                        writeln!(out, "  reason  {} ({})", s(&r["code"]), sanitize(id))?
+                    }
+                    _ => writeln!(out, "  reason  {}", s(&r["code"]))?,
+                }
+            }
+        }
+        if let Some(b) = sess.get("blockers").and_then(Value::as_array) {
+            for x in b {
+                writeln!(out, "  blocked {}", s(x))?;
+            }
+        }
+        let rows: Vec<String> = sess["rows"]
+            .as_object()
+            .map(|m| m.iter().map(|(t, n)| format!("{t} {n}")).collect())
+            .unwrap_or_default();
+        writeln!(out, "  rows    {}", sanitize(&rows.join(", ")))?;
+        writeln!(out, "  bundle  {}", s(&sess["bundle"]))?;
+    }
+    let yn = |v: &Value| {
+        if v.as_bool() == Some(true) {
+            "yes"
+        } else {
+            "no"
+        }
+    };
+    for key in ["before", "after"] {
+        if let Some(st) = doc.get(key) {
+            writeln!(
+                out,
+                "{key:<6}  tool writes refused: {}; start-up blocked: {}",
+                yn(&st["tool_writes_refused"]),
+                yn(&st["startup_blocked"])
+            )?;
+        }
+    }
+    for n in doc["notes"].as_array().cloned().unwrap_or_default() {
+        writeln!(out, "note: {}", s(&n))?;
+    }
+    writeln!(
+        out,
+        "{} session(s); {}",
+        sessions.len(),
+        if doc["applied"].as_bool() == Some(true) {
+            if restore {
+                "restored"
+            } else {
+                "quarantined"
+            }
+        } else {
+            "nothing written"
+        }
+    )?;
+    if let Some(b) = doc["backup"].as_str() {
+        writeln!(out, "backup: {}", sanitize(b))?;
+    }
+    Ok(())
+}
+
+fn io_err(what: &str, path: &Path, e: &std::io::Error) -> CliError {
+    CliError::new(
+        format!(
+            "cannot {what} `{}`: {e}; nothing was changed",
+            path.display()
+        ),
+        "choose a writable directory with --out (or free disk space)",
+    )
+}
+
+/// Writes `text` to `path` durably: a temporary file, fsync, rename, fsync of the
+/// directory.
+fn write_durably(path: &Path, text: &str) -> Result<(), CliError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_err("write", path, &e))?;
+    tmp.write_all(text.as_bytes())
+        .and_then(|_| tmp.as_file().sync_all())
+        .map_err(|e| io_err("write", path, &e))?;
+    tmp.persist(path)
+        .map_err(|e| io_err("write", path, &e.error))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io_err("sync", dir, &e))?;
+    Ok(())
+}
+
+fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bundle {
+    Bundle {
+        session_id: d.session_id.clone(),
+        schema: schema.clone(),
+        tables: d.tables.clone(),
+        quarantine: Some(Value::Object(meta)),
+    }
+}
+
+pub fn run_quarantine(
+    global: &GlobalArgs,
+    args: &QuarantineArgs,
+    printer: &mut Printer,
+) -> Result<ExitStatus, CliError> {
+    let format = format_of(global)?;
+    let db = workspace::database_path(global.workspace()?)?;
+    let shown = db.display().to_string();
+    let now = now_ms()?;
+    if args
+        .sessions
+        .iter()
+        .any(|s| s == WORKSPACE_AUTHORITY_SESSION)
+    {
+        return Err(CliError::new(
+            format!("`{WORKSPACE_AUTHORITY_SESSION}` is Maka's workspace-authority session; it is never quarantined"),
+            "name conversation sessions only",
+        ));
+    }
+    let ws = Workspace::open_read_only(&db)?;
+    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived = archived_sessions(&ws)?;
+    let damaged = damaged_sessions(&report, &archived);
+    let mut targets: BTreeMap<String, Vec<Reason>> = BTreeMap::new();
+    if args.sessions.is_empty() {
+        targets = damaged.clone();
+    } else {
+        for s in &args.sessions {
+            let mut reasons = damaged.get(s).cloned().unwrap_or_default();
+            reasons.push(Reason {
+                code: "named".into(),
+                id: None,
+            });
+            targets.insert(s.clone(), reasons);
+        }
+    }
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        db.parent()
+            .unwrap_or(Path::new("."))
+            .join("wsledger-quarantine")
+    });
+    let mut deletions = Vec::new();
+    for s in targets.keys() {
+        let d = ws.deletion(s)?;
+        if d.is_empty() {
+            return Err(CliError::new(
+                format!("session `{s}` has no rows in `{shown}`"),
+                "list the sessions with `wsledger doctor scan`",
+            ));
+        }
+        deletions.push(d);
+    }
+    let excluded: BTreeSet<String> = targets.keys().cloned().collect();
+    let predicted = if excluded.is_empty() {
+        report.clone()
+    } else {
+        scan_workspace_without(&ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
+    };
+    let facts = ws.schema_facts()?;
+    let schema = SchemaInfo {
+        user_version: facts.user_version,
+        registry: facts.registry.clone(),
+        capabilities: facts.capabilities.clone(),
+    };
+    let binding = ws.root_binding()?;
+    drop(ws);
+    let sessions_json = || -> Vec<Value> {
+        targets
+            .iter()
+            .zip(&deletions)
+            .map(|((s, reasons), d)| {
+                json!({
+                    "session_id": s,
+                    "reasons": reasons,
+                    "rows": rows_json(d),
+                    "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),
+                    "blockers": d.blockers,
+                })
+            })
+            .collect()
+    };
+    let mut doc = json!({
+        "schema_version": 1,
+        "command": "quarantine",
+        "workspace": shown,
+        "applied": false,
+        "backup": null,
+        "sessions": sessions_json(),
+        "before": state(&report, &archived),
+        "after": state(&predicted, &archived),
+        "notes": [],
+    });
+    let blocked: Vec<String> = deletions
+        .iter()
+        .filter(|d| !d.blockers.is_empty())
+        .map(|d| d.session_id.clone())
+        .collect();
+    if !args.apply || targets.is_empty() {
+        if !args.apply && !targets.is_empty() {
+            printer.note("dry run: nothing was written; run again with --apply to quarantine");
+        }
+        write_out(printer, &doc, format)?;
+        return Ok(ExitStatus::Success);
+    }
+    if !blocked.is_empty() {
+        return Err(CliError::new(
+            format!(
+                "Maka's own deletion of session(s) {} would fail ({}); nothing was changed",
+                blocked.join(", "),
+                deletions
+                    .iter()
+                    .flat_map(|d| d.blockers.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            "run without --apply to see the blockers",
+        ));
+    }
+
+    // --apply.
+    check_writable(&db)?;
+    std::fs::create_dir_all(&out_dir).map_err(|e| io_err("create", &out_dir, &e))?;
+    // Fail on an unwritable bundle directory before anything else happens.
+    tempfile::NamedTempFile::new_in(&out_dir).map_err(|e| io_err("write in", &out_dir, &e))?;
+    let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
+    let writer = Writer::open(&db)?;
+    writer
+        .check_schema()
+        .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
+    let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
+    if !args.no_backup {
+        let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
+        let dest = backup_path(&db, dir.as_deref(), now);
+        writer.backup_to(&dest).map_err(|e| {
+            CliError::new(
+                format!("backup failed, nothing was written: {e}"),
+                "make the directory beside the database writable (or free disk space), or \
+                 pass --no-backup",
+            )
+        })?;
+        printer.note(&format!("backup: {}", dest.display()));
+        doc["backup"] = Value::from(dest.display().to_string());
+    }
+    let generation = writer.catalog_generation().map_err(werr)?;
+    // Re-read under the lock: the rows the bundles hold and the transaction checks.
+    let mut fresh = Vec::new();
+    for s in targets.keys() {
+        let d = writer.read_deletion(s).map_err(werr)?;
+        if !d.blockers.is_empty() {
+            return Err(CliError::new(
+                format!("session `{s}` cannot be deleted: {}", d.blockers.join("; ")),
+                "run without --apply to see the blockers",
+            ));
+        }
+        fresh.push(d);
+    }
+    let removed_meta = fresh.iter().filter(|d| d.has_metadata()).count() as i64;
+    let all: Vec<Value> = targets.keys().map(|s| Value::from(s.clone())).collect();
+    let mut written: Vec<PathBuf> = Vec::new();
+    let cleanup = |written: &[PathBuf]| {
+        for p in written {
+            let _ = std::fs::remove_file(p);
+        }
+    };
+    for ((s, reasons), d) in targets.iter().zip(&fresh) {
+        let mut meta = Map::new();
+        meta.insert("tool".into(), json!("wsledger doctor quarantine"));
+        meta.insert("quarantined_at_ms".into(), json!(now));
+        meta.insert("database".into(), json!(shown));
+        meta.insert("sessions".into(), Value::Array(all.clone()));
+        meta.insert("reasons".into(), json!(reasons));
+        meta.insert("rowids".into(), json!(d.rowids));
+        meta.insert("tombstone_added".into(), json!(d.tombstone.is_none()));
+        meta.insert(
+            "catalog_generation".into(),
+            match generation {
+                Some(g) => json!({"before": g, "after": g + removed_meta}),
+                None => Value::Null,
+            },
+        );
+        let bundle = bundle_of(d, &schema, meta);
+        let path = out_dir.join(bundle_file_name(s));
+        if let Err(e) = write_durably(&path, &bundle.to_json_text()) {
+            cleanup(&written);
+            return Err(e);
+        }
+        written.push(path.clone());
+        // Read it back: the file must hold exactly the rows about to be deleted.
+        let back = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Bundle::from_json_text(&t).map_err(|e| e.to_string()));
+        match back {
+            Ok(b) if b == bundle => {}
+            Ok(_) => {
+                cleanup(&written);
+                return Err(CliError::new(
+                    format!(
+                        "bundle `{}` does not read back as written; nothing was deleted",
+                        path.display()
+                    ),
+                    "check the disk and the --out directory",
+                ));
+            }
+            Err(e) => {
+                cleanup(&written);
+                return Err(CliError::new(
+                    format!(
+                        "bundle `{}` cannot be read back ({e}); nothing was deleted",
+                        path.display()
+                    ),
+                    "check the disk and the --out directory",
+                ));
+            }
+        }
+    }
+    if let Err(e) = writer.quarantine(&fresh, generation, now) {
+        cleanup(&written);
+        return Err(werr(e));
+    }
+    drop(writer);
+    let ws = Workspace::open_read_only(&db)?;
+    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived_after = archived_sessions(&ws)?;
+    drop(ws);
+    doc["applied"] = Value::Bool(true);
+    doc["after"] = state(&after, &archived_after);
+    printer.note(&format!(
+        "quarantined {} session(s); bundles in {}",
+        fresh.len(),
+        out_dir.display()
+    ));
+    write_out(printer, &doc, format)?;
+    Ok(ExitStatus::Success)
+}
+
+/// What a quarantine bundle says about how to put its session back.
+struct Parsed {
+    path: PathBuf,
+    bundle: Bundle,
+    rowids: BTreeMap<String, Vec<i64>>,
+    tombstone_added: bool,
+    sessions: Vec<String>,
+    generation: Option<(i64, i64)>,
+}
+
+fn parse_bundle(path: &Path) -> Result<Parsed, CliError> {
+    let hint = "a quarantine bundle is written by `wsledger doctor quarantine --apply`";
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        CliError::new(
+            format!("cannot read bundle `{}`: {e}", path.display()),
+            hint,
+        )
+    })?;
+    let bundle = Bundle::from_json_text(&text)
+        .map_err(|e| CliError::new(format!("`{}`: {e}", path.display()), hint))?;
+    let Some(meta) = bundle.quarantine.clone() else {
+        return Err(CliError::new(
+            format!(
+                "`{}` is a session bundle but not a quarantine bundle (it does not hold \
+                 exactly what a conversation deletion removed)",
+                path.display()
+            ),
+            hint,
+        ));
+    };
+    let bad = |what: &str| {
+        CliError::new(
+            format!(
+                "`{}`: `quarantine.{what}` is missing or malformed",
+                path.display()
+            ),
+            hint,
+        )
+    };
+    let rowids: BTreeMap<String, Vec<i64>> =
+        serde_json::from_value(meta.get("rowids").cloned().unwrap_or(json!({})))
+            .map_err(|_| bad("rowids"))?;
+    let tombstone_added = meta
+        .get("tombstone_added")
+        .and_then(Value::as_bool)
+        .ok_or_else(|| bad("tombstone_added"))?;
+    let sessions: Vec<String> =
+        serde_json::from_value(meta.get("sessions").cloned().unwrap_or(json!([])))
+            .map_err(|_| bad("sessions"))?;
+    let generation = match meta.get("catalog_generation") {
+        Some(Value::Object(g)) => match (
+            g.get("after").and_then(Value::as_i64),
+            g.get("before").and_then(Value::as_i64),
+        ) {
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => return Err(bad("catalog_generation")),
+        },
+        _ => None,
+    };
+    Ok(Parsed {
+        path: path.to_path_buf(),
+        bundle,
+        rowids,
+        tombstone_added,
+        sessions,
+        generation,
+    })
+}
+
+pub fn run_restore(
+    global: &GlobalArgs,
+    args: &RestoreArgs,
+    printer: &mut Printer,
+) -> Result<ExitStatus, CliError> {
+    let format = format_of(global)?;
+    let db = workspace::database_path(global.workspace()?)?;
+    let shown = db.display().to_string();
+    let now = now_ms()?;
+    let parsed = args
+        .bundles
+        .iter()
+        .map(|p| parse_bundle(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut ids = BTreeSet::new();
+    for p in &parsed {
+        if !ids.insert(p.bundle.session_id.clone()) {
+            return Err(CliError::new(
+                format!("session `{}` is named by two bundles", p.bundle.session_id),
+                "name each bundle once",
+            ));
+        }
+    }
+    let ws = Workspace::open_read_only(&db)?;
+    let facts = ws.schema_facts()?;
+    let current = SchemaInfo {
+        user_version: facts.user_version,
+        registry: facts.registry.clone(),
+        capabilities: facts.capabilities.clone(),
+    };
+    for p in &parsed {
+        let refuse = |what: String| {
+            CliError::new(
+                format!("`{}`: {what}; nothing was changed", p.path.display()),
+                "restore into a workspace with the schema the bundle was taken from",
+            )
+        };
+        if p.bundle.schema != current {
+            return Err(refuse(format!(
+                "the bundle's schema (user_version {}) differs from the workspace's \
+                 (user_version {})",
+                p.bundle.schema.user_version, current.user_version
+            )));
+        }
+        for (table, rows) in &p.bundle.tables {
+            if !facts.tables.iter().any(|t| t == table) {
+                return Err(refuse(format!("the workspace has no table `{table}`")));
+            }
+            let shape = ws.table_shape(table)?;
+            for r in rows {
+                let cols: Vec<&str> = r.columns.iter().map(|(c, _)| c.as_str()).collect();
+                if cols != shape.columns.iter().map(String::as_str).collect::<Vec<_>>() {
+                    return Err(refuse(format!(
+                        "the columns of `{table}` differ from the bundle's"
+                    )));
+                }
+            }
+        }
+        let live = ws.deletion(&p.bundle.session_id)?;
+        if !live.is_empty() {
+            return Err(CliError::new(
+                format!(
+                    "session `{}` already has rows in `{shown}`; nothing was changed",
+                    p.bundle.session_id
+                ),
+                "a session is restored only while it is quarantined",
+            ));
+        }
+    }
+    let binding = ws.root_binding()?;
+    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived = archived_sessions(&ws)?;
+    drop(ws);
+    let mut doc = json!({
+        "schema_version": 1,
+        "command": "restore",
+        "workspace": shown,
+        "applied": false,
+        "backup": null,
+        "sessions": parsed.iter().map(|p| {
+            let counts: Map<String, Value> = p.bundle.tables.iter()
+                .filter(|(_, r)| !r.is_empty())
+                .map(|(t, r)| (t.clone(), Value::from(r.len())))
+                .collect();
+            json!({
+                "session_id": p.bundle.session_id,
+                "rows": counts,
+                "bundle": p.path.display().to_string(),
+            })
+        }).collect::<Vec<_>>(),
+        "before": state(&report, &archived),
+        "notes": [],
+    });
+    if !args.apply {
+        printer.note("dry run: nothing was written; run again with --apply to restore");
+        write_out(printer, &doc, format)?;
+        return Ok(ExitStatus::Success);
+    }
+    check_writable(&db)?;
+    let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
+    let writer = Writer::open(&db)?;
+    let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
+    writer.check_schema().map_err(werr)?;
+    if !args.no_backup {
+        let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
+        let dest = backup_path(&db, dir.as_deref(), now);
+        writer.backup_to(&dest).map_err(|e| {
+            CliError::new(
+                format!("backup failed, nothing was written: {e}"),
+                "make the directory beside the database writable (or free disk space), or \
+                 pass --no-backup",
+            )
+        })?;
+        printer.note(&format!("backup: {}", dest.display()));
+        doc["backup"] = Value::from(dest.display().to_string());
+    }
+    // The catalog generation goes back to its value before the quarantine only when
+    // every session of that quarantine comes back together and nothing else moved it.
+    let first = parsed[0].generation;
+    let whole_batch = parsed.iter().all(|p| p.generation == first)
+        && parsed[0].sessions.iter().cloned().collect::<BTreeSet<_>>() == ids;
+    let generation = if whole_batch { first } else { None };
+    let items: Vec<RestoreItem> = parsed
+        .iter()
+        .map(|p| RestoreItem {
+            session_id: p.bundle.session_id.clone(),
+            tables: p.bundle.tables.clone(),
+            rowids: p.rowids.clone(),
+            remove_tombstone: p.tombstone_added,
+        })
+        .collect();
+    let outcome = writer.restore(&items, generation).map_err(werr)?;
+    drop(writer);
+    let mut notes = Vec::new();
+    if !outcome.generation_restored {
+        notes.push(
+            "session_catalog_state.generation was left counting up (other sessions of the \
+             quarantine stay out, or the catalog changed since): Maka rereads its catalog"
+                .to_owned(),
+        );
+    }
+    if outcome.rowids_moved > 0 {
+        notes.push(format!(
+            "{} row(s) got a new rowid: their old one was taken since",
+            outcome.rowids_moved
+        ));
+    }
+    for n in &notes {
+        printer.note(n);
+    }
+    let ws = Workspace::open_read_only(&db)?;
+    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived_after = archived_sessions(&ws)?;
+    drop(ws);
+    doc["applied"] = Value::Bool(true);
+    doc["after"] = state(&after, &archived_after);
+    doc["notes"] = json!(notes);
+    printer.note(&format!("restored {} session(s)", parsed.len()));
+    write_out(printer, &doc, format)?;
+    Ok(ExitStatus::Success)
+}

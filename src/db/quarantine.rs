@@ -1,0 +1,735 @@
+//! Setting one conversation aside exactly as Maka deletes it, and putting it back.
+//!
+//! Maka's only sanctioned removal of `runtime_events` rows is deleting a whole
+//! conversation: the operational purge (`conversation-operational-state.ts`, nine
+//! `DELETE`s in a fixed order) followed by the session store's `remove(sessionId)`
+//! (`DELETE FROM session_metadata` plus a `session_metadata_tombstones` row). With
+//! `foreign_keys=ON` the deletes cascade (ordinals, partial segments, run events,
+//! usage checkpoints, source-message proofs, the transcript, the catalog projection,
+//! the sandbox log) and the `session_catalog_after_delete` trigger bumps
+//! `session_catalog_state.generation`.
+//!
+//! [`read_deletion`] computes, without writing, every row those statements remove:
+//! the direct statements' `WHERE` clauses, expanded through every `ON DELETE CASCADE`
+//! foreign key the file declares (read with `PRAGMA foreign_key_list`, so a cascade is
+//! never missed). It also finds what would make Maka's own deletion fail (a row that
+//! still references a deleted row through a non-cascading key, or Maka's graph-operator
+//! guard). [`delete_session`] runs Maka's statements; [`insert_rows`] puts rows back.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rusqlite::types::{ToSqlOutput, ValueRef};
+use rusqlite::{params, Connection, OptionalExtension, ToSql};
+
+use crate::bundle::{Cell, Row};
+
+/// Maka's purge, in its order: (table, `WHERE` clause with `?1` = the session id).
+pub const PURGE: &[(&str, &str)] = &[
+    (
+        "tool_journal_events",
+        "runtime_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1) \
+         OR operation_id IN (SELECT operation_id FROM tool_operations \
+         WHERE call_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1) \
+         OR dispatch_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1) \
+         OR result_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1))",
+    ),
+    (
+        "tool_operations",
+        "call_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1) \
+         OR dispatch_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1) \
+         OR result_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1)",
+    ),
+    ("runtime_partial_snapshots", "session_id = ?1"),
+    ("runtime_events", "session_id = ?1"),
+    ("core_agent_run_projections", "session_id = ?1"),
+    ("core_root_turn_admissions", "session_id = ?1"),
+    ("core_root_turn_start_rejections", "session_id = ?1"),
+    ("core_agent_runs", "session_id = ?1"),
+    ("workflow_goal_authority", "session_id = ?1"),
+    // The session store's remove(sessionId), after the purge.
+    ("session_metadata", "session_id = ?1"),
+];
+
+/// One foreign key (child columns → parent columns).
+#[derive(Clone, Debug)]
+struct ForeignKey {
+    child: String,
+    from: Vec<String>,
+    parent: String,
+    to: Vec<String>,
+    cascade: bool,
+}
+
+/// What a table looks like.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableShape {
+    pub columns: Vec<String>,
+    /// The table has a rowid (not `WITHOUT ROWID`).
+    pub has_rowid: bool,
+    /// The rowid is a column (`INTEGER PRIMARY KEY`).
+    pub rowid_is_column: bool,
+}
+
+/// Every row one conversation deletion removes, and what would stop it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Deletion {
+    pub session_id: String,
+    /// Tables in the order the deletion first reaches them (each direct statement
+    /// followed by its cascades), every touched table even when it has no row.
+    pub tables: Vec<(String, Vec<Row>)>,
+    /// For tables with a rowid that is not a column: each row's rowid (parallel to
+    /// `tables`), so a restore can keep it.
+    pub rowids: BTreeMap<String, Vec<i64>>,
+    /// Why Maka's deletion would fail here (empty: it succeeds).
+    pub blockers: Vec<String>,
+    /// The tombstone row the session already has, if any.
+    pub tombstone: Option<Row>,
+}
+
+impl Deletion {
+    /// Rows per table (tables without rows included).
+    pub fn counts(&self) -> Vec<(String, usize)> {
+        self.tables
+            .iter()
+            .map(|(t, r)| (t.clone(), r.len()))
+            .collect()
+    }
+
+    /// Whether there is anything to delete.
+    pub fn is_empty(&self) -> bool {
+        self.tables.iter().all(|(_, r)| r.is_empty())
+    }
+
+    /// Whether the session store has a `session_metadata` row (its removal bumps the
+    /// catalog generation).
+    pub fn has_metadata(&self) -> bool {
+        self.tables
+            .iter()
+            .any(|(t, r)| t == "session_metadata" && !r.is_empty())
+    }
+}
+
+fn cell(v: ValueRef<'_>) -> Cell {
+    match v {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(n) => Cell::Integer(n),
+        ValueRef::Real(f) => Cell::Real(f),
+        ValueRef::Text(b) => Cell::Text(b.to_vec()),
+        ValueRef::Blob(b) => Cell::Blob(b.to_vec()),
+    }
+}
+
+/// Binds a cell with its storage class, bytes exactly as stored.
+pub struct CellParam<'a>(pub &'a Cell);
+
+impl ToSql for CellParam<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::Borrowed(match self.0 {
+            Cell::Null => ValueRef::Null,
+            Cell::Integer(n) => ValueRef::Integer(*n),
+            Cell::Real(f) => ValueRef::Real(*f),
+            Cell::Text(b) => ValueRef::Text(b),
+            Cell::Blob(b) => ValueRef::Blob(b),
+        }))
+    }
+}
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Tables of the main schema.
+pub fn table_names(c: &Connection) -> rusqlite::Result<BTreeSet<String>> {
+    let mut stmt = c.prepare(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+    )?;
+    let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    rows.collect()
+}
+
+/// Columns and rowid facts of a table.
+pub fn table_shape(c: &Connection, table: &str) -> rusqlite::Result<TableShape> {
+    let mut stmt = c.prepare(&format!("PRAGMA table_info({})", quote(table)))?;
+    let info: Vec<(String, String, i64)> = stmt
+        .query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get(5)?)))?
+        .collect::<Result<_, _>>()?;
+    let without_rowid: bool = c
+        .query_row(
+            "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1",
+            [table],
+            |r| r.get::<_, i64>(0),
+        )
+        .optional()?
+        .is_some_and(|w| w != 0);
+    let pks: Vec<&(String, String, i64)> = info.iter().filter(|(_, _, pk)| *pk > 0).collect();
+    let rowid_is_column =
+        !without_rowid && pks.len() == 1 && pks[0].1.eq_ignore_ascii_case("INTEGER");
+    Ok(TableShape {
+        columns: info.into_iter().map(|(n, _, _)| n).collect(),
+        has_rowid: !without_rowid,
+        rowid_is_column,
+    })
+}
+
+fn primary_key(c: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
+    let mut stmt = c.prepare(&format!("PRAGMA table_info({})", quote(table)))?;
+    let mut pk: Vec<(i64, String)> = stmt
+        .query_map([], |r| Ok((r.get::<_, i64>(5)?, r.get::<_, String>(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .collect();
+    pk.sort();
+    Ok(pk.into_iter().map(|(_, n)| n).collect())
+}
+
+fn foreign_keys(c: &Connection, tables: &BTreeSet<String>) -> rusqlite::Result<Vec<ForeignKey>> {
+    let mut out = Vec::new();
+    for child in tables {
+        let mut stmt = c.prepare(&format!("PRAGMA foreign_key_list({})", quote(child)))?;
+        // id, seq, table, from, to, on_update, on_delete, match
+        let rows: Vec<(i64, String, String, Option<String>, String)> = stmt
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(6)?))
+            })?
+            .collect::<Result<_, _>>()?;
+        let mut by_id: BTreeMap<i64, ForeignKey> = BTreeMap::new();
+        for (id, parent, from, to, on_delete) in rows {
+            let fk = by_id.entry(id).or_insert_with(|| ForeignKey {
+                child: child.clone(),
+                from: Vec::new(),
+                parent: parent.clone(),
+                to: Vec::new(),
+                cascade: on_delete.eq_ignore_ascii_case("CASCADE"),
+            });
+            fk.from.push(from);
+            if let Some(to) = to {
+                fk.to.push(to);
+            }
+        }
+        for mut fk in by_id.into_values() {
+            if fk.to.is_empty() {
+                fk.to = primary_key(c, &fk.parent)?;
+            }
+            out.push(fk);
+        }
+    }
+    Ok(out)
+}
+
+fn cols(names: &[String]) -> String {
+    let q: Vec<String> = names.iter().map(|n| quote(n)).collect();
+    if q.len() == 1 {
+        q[0].clone()
+    } else {
+        format!("({})", q.join(", "))
+    }
+}
+
+/// `WHERE` clauses per table, in the order the deletion reaches the tables.
+fn selectors(fks: &[ForeignKey], tables: &BTreeSet<String>) -> Vec<(String, String)> {
+    fn expand(
+        fks: &[ForeignKey],
+        table: &str,
+        clause: &str,
+        depth: usize,
+        out: &mut Vec<(String, String)>,
+    ) {
+        out.push((table.to_owned(), clause.to_owned()));
+        if depth > 16 {
+            return;
+        }
+        for fk in fks.iter().filter(|f| f.cascade && f.parent == table) {
+            let child = format!(
+                "{} IN (SELECT {} FROM {} WHERE {})",
+                cols(&fk.from),
+                fk.to
+                    .iter()
+                    .map(|n| quote(n))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                quote(table),
+                clause
+            );
+            expand(fks, &fk.child, &child, depth + 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    for (table, clause) in PURGE {
+        if tables.contains(*table) {
+            expand(fks, table, &format!("({clause})"), 0, &mut out);
+        }
+    }
+    out
+}
+
+/// Reads every row the conversation deletion of `session` removes (see module docs).
+pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion> {
+    let tables = table_names(c)?;
+    let fks = foreign_keys(c, &tables)?;
+    let sel = selectors(&fks, &tables);
+    let mut d = Deletion {
+        session_id: session.to_owned(),
+        ..Deletion::default()
+    };
+    // Per table: the keys of rows already taken (rowid, or the whole row).
+    let mut seen: BTreeMap<String, BTreeSet<Vec<u8>>> = BTreeMap::new();
+    let mut shapes: BTreeMap<String, TableShape> = BTreeMap::new();
+    for (table, clause) in &sel {
+        if !shapes.contains_key(table) {
+            shapes.insert(table.clone(), table_shape(c, table)?);
+        }
+        let shape = &shapes[table];
+        let keep_rowid = shape.has_rowid && !shape.rowid_is_column;
+        let list = shape
+            .columns
+            .iter()
+            .map(|n| quote(n))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = if shape.has_rowid {
+            format!(
+                "SELECT _rowid_, {list} FROM {} WHERE {clause} ORDER BY _rowid_",
+                quote(table)
+            )
+        } else {
+            format!("SELECT NULL, {list} FROM {} WHERE {clause}", quote(table))
+        };
+        let mut stmt = c.prepare(&sql)?;
+        let mut rows = stmt.query(params![session])?;
+        if !d.tables.iter().any(|(t, _)| t == table) {
+            d.tables.push((table.clone(), Vec::new()));
+            if keep_rowid {
+                d.rowids.insert(table.clone(), Vec::new());
+            }
+        }
+        let idx = d.tables.iter().position(|(t, _)| t == table).unwrap_or(0);
+        while let Some(r) = rows.next()? {
+            let rowid: Option<i64> = r.get(0)?;
+            let mut columns = Vec::with_capacity(shape.columns.len());
+            for (i, name) in shape.columns.iter().enumerate() {
+                columns.push((name.clone(), cell(r.get_ref(i + 1)?)));
+            }
+            let row = Row { columns };
+            let key = match rowid {
+                Some(n) => n.to_be_bytes().to_vec(),
+                None => format!("{row:?}").into_bytes(),
+            };
+            if !seen.entry(table.clone()).or_default().insert(key) {
+                continue;
+            }
+            d.tables[idx].1.push(row);
+            if keep_rowid {
+                if let (Some(v), Some(n)) = (d.rowids.get_mut(table), rowid) {
+                    v.push(n);
+                }
+            }
+        }
+    }
+    // Rows that keep referencing a deleted row through a key without ON DELETE
+    // CASCADE make Maka's own DELETE fail (foreign keys are on).
+    let mut clauses: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (t, cl) in &sel {
+        clauses.entry(t.as_str()).or_default().push(cl.as_str());
+    }
+    for fk in fks.iter().filter(|f| !f.cascade) {
+        let Some(parent_clauses) = clauses.get(fk.parent.as_str()) else {
+            continue;
+        };
+        let mut sql = format!(
+            "SELECT count(*) FROM {} WHERE {} IN (SELECT {} FROM {} WHERE {})",
+            quote(&fk.child),
+            cols(&fk.from),
+            fk.to
+                .iter()
+                .map(|n| quote(n))
+                .collect::<Vec<_>>()
+                .join(", "),
+            quote(&fk.parent),
+            parent_clauses.join(" OR ")
+        );
+        if let Some(own) = clauses.get(fk.child.as_str()) {
+            sql.push_str(&format!(" AND NOT COALESCE(({}), 0)", own.join(" OR ")));
+        }
+        let n: i64 = c.query_row(&sql, params![session], |r| r.get(0))?;
+        if n > 0 {
+            d.blockers.push(format!(
+                "{n} row(s) of `{}` reference rows of `{}` the deletion removes ({} → {}); \
+                 Maka's own deletion of this conversation fails on them",
+                fk.child,
+                fk.parent,
+                fk.from.join(", "),
+                fk.to.join(", ")
+            ));
+        }
+    }
+    // Maka's session store refuses to remove a graph operator session or one that
+    // owns graph operators (assertSessionCanBeRemoved).
+    if tables.contains("agent_graph_operator_provisions") && tables.contains("session_metadata") {
+        let owned: i64 = c.query_row(
+            "SELECT (SELECT count(*) FROM agent_graph_operator_provisions \
+             WHERE target_session_id = ?1) + (SELECT count(*) FROM \
+             agent_graph_operator_provisions p JOIN session_metadata s \
+             ON s.session_id = p.target_session_id WHERE s.subagent_parent_session_id = ?1)",
+            params![session],
+            |r| r.get(0),
+        )?;
+        if owned > 0 {
+            d.blockers.push(
+                "the session is, or owns, an agent-graph operator; Maka's session store \
+                 refuses to remove it"
+                    .into(),
+            );
+        }
+    }
+    if tables.contains("session_metadata_tombstones") {
+        d.tombstone = read_tombstone(c, session)?;
+    }
+    Ok(d)
+}
+
+/// The session's tombstone row, if any.
+pub fn read_tombstone(c: &Connection, session: &str) -> rusqlite::Result<Option<Row>> {
+    let shape = table_shape(c, "session_metadata_tombstones")?;
+    let list = shape
+        .columns
+        .iter()
+        .map(|n| quote(n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    c.query_row(
+        &format!("SELECT {list} FROM session_metadata_tombstones WHERE session_id = ?1"),
+        params![session],
+        |r| {
+            let mut columns = Vec::new();
+            for (i, name) in shape.columns.iter().enumerate() {
+                columns.push((name.clone(), cell(r.get_ref(i)?)));
+            }
+            Ok(Row { columns })
+        },
+    )
+    .optional()
+}
+
+/// `session_catalog_state.generation` of the `catalog` scope.
+pub fn catalog_generation(c: &Connection) -> rusqlite::Result<Option<i64>> {
+    if !table_names(c)?.contains("session_catalog_state") {
+        return Ok(None);
+    }
+    c.query_row(
+        "SELECT generation FROM session_catalog_state WHERE scope = 'catalog'",
+        [],
+        |r| r.get(0),
+    )
+    .optional()
+}
+
+/// Sets the catalog generation (restore, when nothing else changed it since).
+pub fn set_catalog_generation(c: &Connection, generation: i64) -> rusqlite::Result<usize> {
+    c.execute(
+        "UPDATE session_catalog_state SET generation = ?1 WHERE scope = 'catalog'",
+        params![generation],
+    )
+}
+
+/// Runs Maka's conversation deletion for `session`: the purge's statements in its
+/// order, then the session store's removal with its tombstone (`deleted_at` =
+/// `now_ms`, `retirement_unit_id` = the session, `cleanup_pending` = 1).
+pub fn delete_session(c: &Connection, session: &str, now_ms: i64) -> rusqlite::Result<()> {
+    for (table, clause) in PURGE {
+        c.execute(
+            &format!("DELETE FROM {table} WHERE {clause}"),
+            params![session],
+        )?;
+    }
+    c.execute(
+        "INSERT INTO session_metadata_tombstones(session_id, deleted_at, retirement_unit_id, \
+         cleanup_pending) VALUES (?1, ?2, ?1, 1) ON CONFLICT(session_id) DO NOTHING",
+        params![session, now_ms],
+    )?;
+    Ok(())
+}
+
+/// Deletes the session's tombstone (restore).
+pub fn delete_tombstone(c: &Connection, session: &str) -> rusqlite::Result<usize> {
+    c.execute(
+        "DELETE FROM session_metadata_tombstones WHERE session_id = ?1",
+        params![session],
+    )
+}
+
+/// Inserts rows into `table` exactly (every column named, storage classes kept); with
+/// `rowids`, each row keeps its rowid unless another row took it since (then SQLite
+/// picks one; the count of such rows is returned).
+pub fn insert_rows(
+    c: &Connection,
+    table: &str,
+    rows: &[Row],
+    rowids: Option<&[i64]>,
+) -> rusqlite::Result<usize> {
+    let mut moved = 0;
+    for (i, row) in rows.iter().enumerate() {
+        let rowid = rowids.and_then(|r| r.get(i)).copied();
+        let free = match rowid {
+            Some(n) => c
+                .query_row(
+                    &format!("SELECT 1 FROM {} WHERE _rowid_ = ?1", quote(table)),
+                    params![n],
+                    |_| Ok(()),
+                )
+                .optional()?
+                .is_none(),
+            None => false,
+        };
+        if rowid.is_some() && !free {
+            moved += 1;
+        }
+        let mut names: Vec<String> = row.columns.iter().map(|(n, _)| quote(n)).collect();
+        let mut values: Vec<CellParam<'_>> =
+            row.columns.iter().map(|(_, v)| CellParam(v)).collect();
+        let rowid_cell = rowid.filter(|_| free).map(Cell::Integer);
+        if let Some(rc) = &rowid_cell {
+            names.insert(0, "_rowid_".into());
+            values.insert(0, CellParam(rc));
+        }
+        let marks: Vec<String> = (1..=names.len()).map(|i| format!("?{i}")).collect();
+        let sql = format!(
+            "INSERT INTO {}({}) VALUES ({})",
+            quote(table),
+            names.join(", "),
+            marks.join(", ")
+        );
+        let params: Vec<&dyn ToSql> = values.iter().map(|v| v as &dyn ToSql).collect();
+        c.execute(&sql, params.as_slice())?;
+    }
+    Ok(moved)
+}
+
+/// Deletes the row of `table` whose columns `key` equal `row`'s (restore replaces
+/// what a trigger computed with the stored row).
+pub fn delete_matching(
+    c: &Connection,
+    table: &str,
+    key: &[&str],
+    row: &Row,
+) -> rusqlite::Result<usize> {
+    let mut clauses = Vec::new();
+    let mut values = Vec::new();
+    for (i, k) in key.iter().enumerate() {
+        clauses.push(format!("{} = ?{}", quote(k), i + 1));
+        values.push(CellParam(row.get(k).unwrap_or(&Cell::Null)));
+    }
+    let params: Vec<&dyn ToSql> = values.iter().map(|v| v as &dyn ToSql).collect();
+    c.execute(
+        &format!(
+            "DELETE FROM {} WHERE {}",
+            quote(table),
+            clauses.join(" AND ")
+        ),
+        params.as_slice(),
+    )
+}
+
+/// Every row of every table (for tests comparing whole databases), keyed by table,
+/// rows in rowid (or primary-key) order.
+pub fn dump_tables(c: &Connection) -> rusqlite::Result<BTreeMap<String, Vec<Vec<Cell>>>> {
+    let mut out = BTreeMap::new();
+    for t in table_names(c)? {
+        let mut stmt = c.prepare(&format!("SELECT * FROM {}", quote(&t)))?;
+        let n = stmt.column_count();
+        let mut rows = stmt.query([])?;
+        let mut v = Vec::new();
+        while let Some(r) = rows.next()? {
+            let mut row = Vec::with_capacity(n);
+            for i in 0..n {
+                row.push(cell(r.get_ref(i)?));
+            }
+            v.push(row);
+        }
+        out.insert(t, v);
+    }
+    Ok(out)
+}
+
+/// One session to put back.
+#[derive(Clone, Debug, Default)]
+pub struct RestoreItem {
+    pub session_id: String,
+    /// Tables in the bundle's order.
+    pub tables: Vec<(String, Vec<Row>)>,
+    pub rowids: BTreeMap<String, Vec<i64>>,
+    /// Delete the tombstone the quarantine added.
+    pub remove_tombstone: bool,
+}
+
+/// What a restore could not make identical.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreOutcome {
+    /// The catalog generation was set back to its value before the quarantine.
+    pub generation_restored: bool,
+    /// Rows whose old rowid was taken in the meantime (they got a new one).
+    pub rowids_moved: usize,
+}
+
+use super::write::{classify, schema_problems, WriteError, Writer};
+use rusqlite::{Transaction, TransactionBehavior};
+
+impl Writer {
+    fn begin_checked(&self) -> Result<Transaction<'_>, WriteError> {
+        let path = self.path().to_path_buf();
+        self.check_schema()?;
+        let tx = Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)
+            .map_err(|e| classify(&path, e))?;
+        let inner = self.workspace().schema_facts()?;
+        let problems = schema_problems(&inner);
+        if !problems.is_empty() {
+            return Err(WriteError::SchemaNotCurrent {
+                path,
+                detail: problems.join("; "),
+            });
+        }
+        Ok(tx)
+    }
+
+    /// Reads a session's deletion set on the writer's connection (outside any
+    /// transaction: the plan the bundles are written from).
+    pub fn read_deletion(&self, session: &str) -> Result<Deletion, WriteError> {
+        read_deletion(self.conn(), session).map_err(|e| classify(self.path(), e))
+    }
+
+    /// `session_catalog_state.generation` now.
+    pub fn catalog_generation(&self) -> Result<Option<i64>, WriteError> {
+        catalog_generation(self.conn()).map_err(|e| classify(self.path(), e))
+    }
+
+    /// Deletes every session of `expected` as Maka's conversation deletion does, in
+    /// one `BEGIN IMMEDIATE` transaction, after checking inside it that each
+    /// session's rows (and the catalog generation) still equal what the bundles
+    /// hold. Any difference or failure rolls everything back.
+    pub fn quarantine(
+        &self,
+        expected: &[Deletion],
+        generation: Option<i64>,
+        now_ms: i64,
+    ) -> Result<(), WriteError> {
+        let path = self.path().to_path_buf();
+        let tx = self.begin_checked()?;
+        let werr = |e: rusqlite::Error| classify(&path, e);
+        for d in expected {
+            let now = read_deletion(&tx, &d.session_id).map_err(werr)?;
+            if now != *d {
+                return Err(WriteError::Changed {
+                    path: path.clone(),
+                    what: format!("session `{}`", d.session_id),
+                });
+            }
+        }
+        if catalog_generation(&tx).map_err(werr)? != generation {
+            return Err(WriteError::Changed {
+                path: path.clone(),
+                what: "the session catalog generation".into(),
+            });
+        }
+        for d in expected {
+            delete_session(&tx, &d.session_id, now_ms).map_err(werr)?;
+        }
+        tx.commit().map_err(werr)?;
+        Ok(())
+    }
+
+    /// Puts sessions back in one transaction (foreign keys checked at commit). A row
+    /// that collides with one in the workspace fails the whole restore. With
+    /// `generation` = (value expected now, value to set), the catalog generation is
+    /// set back when it still has the expected value.
+    pub fn restore(
+        &self,
+        items: &[RestoreItem],
+        generation: Option<(i64, i64)>,
+    ) -> Result<RestoreOutcome, WriteError> {
+        let path = self.path().to_path_buf();
+        let tx = self.begin_checked()?;
+        let werr = |e: rusqlite::Error| classify(&path, e);
+        tx.pragma_update(None, "defer_foreign_keys", true)
+            .map_err(werr)?;
+        let tables = table_names(&tx).map_err(werr)?;
+        let before = catalog_generation(&tx).map_err(werr)?;
+        let mut outcome = RestoreOutcome::default();
+        for item in items {
+            let now = read_deletion(&tx, &item.session_id).map_err(werr)?;
+            if !now.is_empty() {
+                return Err(WriteError::Write {
+                    path: path.clone(),
+                    detail: format!(
+                        "session `{}` has rows in the workspace again",
+                        item.session_id
+                    ),
+                });
+            }
+            let collide = |table: &str, e: rusqlite::Error| match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
+                    path: path.clone(),
+                    detail: format!(
+                        "a row of `{table}` from the bundle of session `{}` collides with \
+                         a row in the workspace ({e})",
+                        item.session_id
+                    ),
+                },
+                _ => classify(&path, e),
+            };
+            let order = item
+                .tables
+                .iter()
+                .filter(|(t, _)| t == "session_metadata")
+                .chain(item.tables.iter().filter(|(t, _)| t != "session_metadata"));
+            for (table, rows) in order {
+                let moved =
+                    insert_rows(&tx, table, rows, item.rowids.get(table).map(Vec::as_slice))
+                        .map_err(|e| collide(table, e))?;
+                outcome.rowids_moved += moved;
+                if table == "session_metadata" && tables.contains("session_catalog_projection") {
+                    // The insert trigger computed a projection row; the bundle holds
+                    // the stored one.
+                    tx.execute(
+                        "DELETE FROM session_catalog_projection WHERE session_id = ?1",
+                        params![item.session_id],
+                    )
+                    .map_err(werr)?;
+                }
+            }
+            if item.remove_tombstone && tables.contains("session_metadata_tombstones") {
+                delete_tombstone(&tx, &item.session_id).map_err(werr)?;
+            }
+        }
+        if let (Some((expected, target)), Some(now)) = (generation, before) {
+            if now == expected {
+                set_catalog_generation(&tx, target).map_err(werr)?;
+                outcome.generation_restored = true;
+            }
+        }
+        tx.commit().map_err(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
+                path: path.clone(),
+                detail: format!("the restored rows break a foreign key ({e})"),
+            },
+            _ => classify(&path, e),
+        })?;
+        Ok(outcome)
+    }
+}
+
+impl super::Workspace {
+    /// Every row Maka's conversation deletion of `session` would remove (read-only).
+    pub fn deletion(&self, session: &str) -> Result<Deletion, super::DbError> {
+        read_deletion(self.conn(), session).map_err(|e| self.err(&e))
+    }
+
+    /// Columns and rowid facts of a table.
+    pub fn table_shape(&self, table: &str) -> Result<TableShape, super::DbError> {
+        table_shape(self.conn(), table).map_err(|e| self.err(&e))
+    }
+
+    /// Every row of every table (tests compare whole databases with it).
+    pub fn dump_tables(&self) -> Result<BTreeMap<String, Vec<Vec<Cell>>>, super::DbError> {
+        dump_tables(self.conn()).map_err(|e| self.err(&e))
+    }
+}

@@ -1,0 +1,470 @@
+//! `doctor quarantine` and `doctor restore` on copies of the real fixtures: the gate
+//! and start-up come back, other sessions keep every row, the bundle replays like the
+//! database did, restore gives back every table exactly, a healthy workspace is left
+//! byte-identical, refusals change nothing, and a killed apply never loses a session.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use wsledger::bundle::{Bundle, Cell};
+use wsledger::db::Workspace;
+use wsledger::doctor::{scan_path, ScanOptions};
+use wsledger::quarantine::startup_blockers;
+
+const NOW: &str = "1800000000000";
+
+struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    fn copy(name: &str) -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        std::fs::copy(
+            Path::new("fixtures").join(name).join("runtime.sqlite"),
+            dir.path().join("ws/runtime.sqlite"),
+        )
+        .unwrap();
+        Ws { dir }
+    }
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn db(&self) -> PathBuf {
+        self.root().join("runtime.sqlite")
+    }
+    fn control(&self) -> PathBuf {
+        self.dir.path().join("control")
+    }
+    fn bundles(&self) -> PathBuf {
+        self.root().join("wsledger-quarantine")
+    }
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_wsledger"));
+        c.arg("--workspace")
+            .arg(self.root())
+            .args(args)
+            .env_remove("WSLEDGER_WORKSPACE")
+            .env_remove("WSLEDGER_BACKUP_DIR")
+            .env("WSLEDGER_NOW_MS", NOW)
+            .env("WSLEDGER_MAKA_CONTROL_DIR", self.control())
+            .env("NO_COLOR", "1");
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+    fn tables(&self) -> BTreeMap<String, Vec<Vec<Cell>>> {
+        Workspace::open_read_only(&self.db())
+            .unwrap()
+            .dump_tables()
+            .unwrap()
+    }
+    fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(std::fs::read(self.db()).unwrap());
+        hex::encode(h.finalize())
+    }
+    fn files(&self) -> BTreeSet<String> {
+        std::fs::read_dir(self.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_of(o: &Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn damaged_fixtures() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("fixtures")
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("damage-") || n == "orphan-response" || n == "corrupt-ledger")
+        .collect();
+    v.sort();
+    assert!(v.len() >= 8, "{v:?}");
+    v
+}
+
+fn session_ids(db: &Path) -> BTreeSet<String> {
+    let ws = Workspace::open_read_only(db).unwrap();
+    let mut ids: BTreeSet<String> = ws.session_ids().unwrap().into_iter().collect();
+    for r in scan_path(db, ScanOptions::default(), &mut |_, _| {})
+        .unwrap()
+        .runs
+    {
+        ids.insert(r.session_id);
+    }
+    ids
+}
+
+fn replay_json(args: &[&str]) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_wsledger"))
+        .args(args)
+        .args(["--format", "json"])
+        .env_remove("WSLEDGER_WORKSPACE")
+        .output()
+        .unwrap();
+    assert!(o.status.code().unwrap() < 2, "{}", stderr(&o));
+    let mut v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    v.as_object_mut().unwrap().remove("source");
+    v
+}
+
+#[test]
+fn every_damaged_fixture_is_quarantined_replayed_and_restored_exactly() {
+    for name in damaged_fixtures() {
+        let ws = Ws::copy(&name);
+        let original = ws.tables();
+        let all = session_ids(&ws.db());
+        // The plan.
+        let plan = json_of(&ws.run(&["doctor", "quarantine", "--format", "json"]));
+        assert_eq!(plan["schema_version"], 1);
+        assert_eq!(plan["before"]["tool_writes_refused"], true, "{name}");
+        assert_eq!(plan["after"]["tool_writes_refused"], false, "{name}");
+        assert_eq!(plan["after"]["startup_blocked"], false, "{name}");
+        let planned: BTreeSet<String> = plan["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["session_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert!(!planned.is_empty(), "{name}");
+        for s in plan["sessions"].as_array().unwrap() {
+            assert!(!s["reasons"].as_array().unwrap().is_empty());
+            assert!(s["rows"]["runtime_events"].as_u64().unwrap() > 0);
+        }
+        let others: Vec<String> = all.difference(&planned).cloned().collect();
+        let before_ws = Workspace::open_read_only(&ws.db()).unwrap();
+        let others_before: Vec<_> = others
+            .iter()
+            .map(|s| before_ws.deletion(s).unwrap())
+            .collect();
+        drop(before_ws);
+        let orig_copy = ws.dir.path().join("original.sqlite");
+        std::fs::copy(ws.db(), &orig_copy).unwrap();
+        let db_replays: Vec<Value> = planned
+            .iter()
+            .map(|s| replay_json(&["replay", "-w", orig_copy.to_str().unwrap(), "--session", s]))
+            .collect();
+
+        // Apply.
+        let done = json_of(&ws.run(&["doctor", "quarantine", "--apply", "--format", "json"]));
+        assert_eq!(done["applied"], true);
+        assert_eq!(done["after"]["tool_writes_refused"], false, "{name}");
+        assert_eq!(done["after"]["startup_blocked"], false, "{name}");
+        // Our own scan agrees: gate clear, no start-up blocker.
+        let report = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
+        assert!(!report.maka_gate.tool_writes_refused, "{name}");
+        assert!(
+            startup_blockers(&report, &BTreeSet::new()).is_empty(),
+            "{name}"
+        );
+        // Every other session keeps every row.
+        let after_ws = Workspace::open_read_only(&ws.db()).unwrap();
+        for (s, before) in others.iter().zip(&others_before) {
+            assert_eq!(
+                &after_ws.deletion(s).unwrap(),
+                before,
+                "{name}: session {s}"
+            );
+        }
+        drop(after_ws);
+        // Tables the deletion does not reach are untouched.
+        let after = ws.tables();
+        let mut touched: BTreeSet<String> =
+            ["session_catalog_state", "session_metadata_tombstones"]
+                .map(String::from)
+                .into();
+        for (i, s) in planned.iter().enumerate() {
+            let path = ws.bundles().join(format!("{s}.bundle.json"));
+            let b = Bundle::from_json_text(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            touched.extend(b.tables.iter().map(|(t, _)| t.clone()));
+            // The bundle replays like the session did in the database.
+            let from_bundle = replay_json(&["replay", "--bundle", path.to_str().unwrap()]);
+            assert_eq!(from_bundle, db_replays[i], "{name}: replay of {s}");
+        }
+        for (t, rows) in &original {
+            if !touched.contains(t) {
+                assert_eq!(&after[t], rows, "{name}: table {t} changed");
+            }
+        }
+        // A second run finds nothing to do.
+        let again = json_of(&ws.run(&["doctor", "quarantine", "--format", "json"]));
+        assert!(again["sessions"].as_array().unwrap().is_empty(), "{name}");
+
+        // Restore: every table equals the original's (rows, values, storage classes,
+        // rowid order).
+        let mut args = vec!["doctor".to_owned(), "restore".into(), "--apply".into()];
+        args.extend(planned.iter().map(|s| {
+            ws.bundles()
+                .join(format!("{s}.bundle.json"))
+                .display()
+                .to_string()
+        }));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = ws.run(&args);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let restored = ws.tables();
+        for (t, rows) in &original {
+            assert_eq!(&restored[t], rows, "{name}: table {t} after restore");
+        }
+        assert_eq!(restored.len(), original.len());
+    }
+}
+
+#[test]
+fn a_healthy_workspace_has_an_empty_plan_and_apply_changes_nothing() {
+    let ws = Ws::copy("healthy");
+    let before = ws.hash();
+    let files = ws.files();
+    let plan = json_of(&ws.run(&["doctor", "quarantine", "--format", "json"]));
+    assert!(plan["sessions"].as_array().unwrap().is_empty());
+    assert_eq!(plan["after"]["tool_writes_refused"], false);
+    let o = ws.run(&["doctor", "quarantine", "--apply", "--format", "json"]);
+    let doc = json_of(&o);
+    assert_eq!(doc["applied"], false);
+    assert!(doc["backup"].is_null());
+    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.files(), files, "no backup, no bundle directory");
+}
+
+#[test]
+fn ndjson_and_table_output() {
+    let ws = Ws::copy("orphan-response");
+    let o = ws.run(&["doctor", "quarantine", "--format", "ndjson"]);
+    assert!(o.status.success());
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[1]["type"], "summary");
+    assert!(lines[1]["data"].get("sessions").is_none());
+    let o = ws.run(&["doctor", "quarantine"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("reason  orphan_response"), "{text}");
+    assert!(text.contains("after   tool writes refused: no"), "{text}");
+}
+
+#[test]
+fn the_workspace_authority_session_is_never_touched() {
+    let ws = Ws::copy("orphan-response");
+    let before = ws.hash();
+    let o = ws.run(&[
+        "doctor",
+        "quarantine",
+        "--apply",
+        "--session",
+        "maka_workspace_authority",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(stderr(&o).contains("error:"));
+    assert_eq!(ws.hash(), before);
+}
+
+#[test]
+fn a_held_owner_lock_refuses_and_changes_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = Ws::copy("orphan-response");
+    let root = "0123456789abcdef".repeat(4);
+    let m = std::fs::metadata(ws.root()).unwrap();
+    std::fs::write(
+        ws.root().join(".maka-storage-root.json"),
+        format!(
+            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
+            m.dev(),
+            m.ino()
+        ),
+    )
+    .unwrap();
+    let before = ws.hash();
+    let held = wsledger::lock::acquire(&ws.control(), std::slice::from_ref(&root)).unwrap();
+    let o = ws.run(&["doctor", "quarantine", "--apply"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
+    assert_eq!(ws.hash(), before);
+    let bundles = std::fs::read_dir(ws.bundles()).map_or(0, |d| d.count());
+    assert_eq!(bundles, 0, "no bundle while the lock is held");
+    assert!(!ws.files().iter().any(|f| f.ends_with(".bak")));
+    drop(held);
+    let o = ws.run(&["doctor", "quarantine", "--apply"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("owner lock:"));
+}
+
+#[test]
+fn an_unwritable_bundle_path_refuses_and_changes_nothing() {
+    let ws = Ws::copy("orphan-response");
+    let before = ws.hash();
+    let blocker = ws.dir.path().join("a-file");
+    std::fs::write(&blocker, "x").unwrap();
+    let out = blocker.join("bundles");
+    let o = ws.run(&[
+        "doctor",
+        "quarantine",
+        "--apply",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    assert!(stderr(&o).contains("hint:"));
+    assert_eq!(ws.hash(), before);
+    assert!(!ws.files().iter().any(|f| f.ends_with(".bak")));
+}
+
+#[test]
+fn restore_refuses_colliding_ids_and_other_schemas() {
+    let ws = Ws::copy("orphan-response");
+    let pristine = ws.dir.path().join("pristine.sqlite");
+    std::fs::copy(ws.db(), &pristine).unwrap();
+    assert!(ws
+        .run(&["doctor", "quarantine", "--apply"])
+        .status
+        .success());
+    let bundle = std::fs::read_dir(ws.bundles())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let bundle_s = bundle.to_str().unwrap();
+
+    // Into the original workspace: the session is still there.
+    let other = Ws::copy("orphan-response");
+    let before = other.hash();
+    let o = other.run(&["doctor", "restore", "--apply", bundle_s]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("already has rows"), "{}", stderr(&o));
+    assert_eq!(other.hash(), before);
+
+    // One journal id taken by another row since: the transaction rolls back.
+    let b = Bundle::from_json_text(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+    let j = &b.rows("tool_journal_events")[0];
+    let text = |c: &str| j.get(c).unwrap().text_lossy().unwrap();
+    {
+        let c = rusqlite::Connection::open(ws.db()).unwrap();
+        c.execute(
+            "INSERT INTO tool_journal_events(journal_event_id, operation_id, invocation_id, \
+             run_id, turn_id, state, committed_at) VALUES (?1, 'x', 'x', 'x', 'x', 'prepared', 1)",
+            [text("journal_event_id")],
+        )
+        .unwrap();
+    }
+    let before = ws.hash();
+    let o = ws.run(&["doctor", "restore", "--apply", "--no-backup", bundle_s]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("collides"), "{}", stderr(&o));
+    assert_eq!(ws.hash(), before);
+
+    // A bundle from another schema version.
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
+    v["schema"]["user_version"] = Value::from(11);
+    let edited = ws.dir.path().join("edited.bundle.json");
+    std::fs::write(&edited, v.to_string()).unwrap();
+    let o = ws.run(&["doctor", "restore", "--apply", edited.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("schema"), "{}", stderr(&o));
+    assert_eq!(ws.hash(), before);
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn integrity_ok(db: &Path) -> bool {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let r: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    r == "ok"
+}
+
+#[test]
+fn a_killed_apply_leaves_the_old_or_the_finished_database_and_never_loses_a_bundle() {
+    let trials: u64 = if std::env::var("CI").is_ok_and(|v| v == "true") {
+        15
+    } else {
+        80
+    };
+    let fixture = "damage-undecodable-row";
+    let args = ["doctor", "quarantine", "--apply", "--no-backup"];
+    let untouched = Ws::copy(fixture);
+    let original = untouched.tables();
+    let done = Ws::copy(fixture);
+    let start = Instant::now();
+    assert!(done.run(&args).status.success());
+    let full = start.elapsed();
+    let finished = done.tables();
+    assert_ne!(original, finished);
+    let sessions: Vec<String> = std::fs::read_dir(done.bundles())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut rng = Rng(seed);
+    let window = full.as_micros() as u64 * 12 / 10 + 1;
+    let (mut old, mut new) = (0, 0);
+    for trial in 0..trials {
+        let ws = Ws::copy(fixture);
+        let mut child = ws
+            .command(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(rng.next() % window));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(integrity_ok(&ws.db()), "trial {trial} (seed {seed})");
+        let now = ws.tables();
+        if now == original {
+            old += 1;
+        } else if now == finished {
+            new += 1;
+            for f in &sessions {
+                let p = ws.bundles().join(f);
+                let text = std::fs::read_to_string(&p)
+                    .unwrap_or_else(|_| panic!("trial {trial} (seed {seed}): {f} missing"));
+                let b = Bundle::from_json_text(&text).unwrap();
+                let d = Bundle::from_json_text(
+                    &std::fs::read_to_string(done.bundles().join(f)).unwrap(),
+                )
+                .unwrap();
+                assert_eq!(b.tables, d.tables, "trial {trial}");
+            }
+        } else {
+            panic!("trial {trial} (seed {seed}): partly quarantined");
+        }
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!("{trials} trials: {old} unchanged, {new} quarantined (seed {seed})");
+    }
+}
