@@ -150,6 +150,7 @@ enum Kind {
     Apply,
     Info,
     Replay,
+    Quarantine,
 }
 
 /// One command over one entry.
@@ -208,6 +209,12 @@ fn commands(b: &Built) -> Vec<Invocation> {
             args: &["replay"],
             format: Fmt::Table,
             kind: Kind::Replay,
+        },
+        Invocation {
+            label: "quarantine json (dry run)",
+            args: &["doctor", "quarantine", "--format", "json"],
+            format: Fmt::Json,
+            kind: Kind::Quarantine,
         },
         Invocation {
             label: "finalize-runs json (dry run)",
@@ -316,11 +323,11 @@ fn check(name: &str, inv: &Invocation, want: &Outcome, r: &Run) {
                 }
             }
         }
-        Outcome::Info => {
+        Outcome::Done { key } => {
             assert_eq!(r.status, 0, "{ctx}");
             assert!(!stderr.contains("error:"), "{ctx}");
             if inv.format == Fmt::Json {
-                assert!(doc()["database"].is_string(), "{ctx}");
+                assert!(doc().get(key).is_some(), "`{key}` expected: {ctx}");
             }
         }
         Outcome::Replay { status, codes } => {
@@ -377,7 +384,12 @@ fn run_entry(name: &str, build: fn() -> Built) {
     // `info` opens and scans like `doctor scan`, and reports without judging.
     let info = match &b.scan {
         Outcome::Error { .. } => b.scan.clone(),
-        _ => Outcome::Info,
+        _ => Outcome::Done { key: "database" },
+    };
+    // A quarantine dry run scans too, then plans (whichever sessions it picks).
+    let quarantine = match &b.scan {
+        Outcome::Error { .. } => b.scan.clone(),
+        _ => Outcome::Done { key: "sessions" },
     };
     let want = |kind: Kind| match kind {
         Kind::Scan => &b.scan,
@@ -386,6 +398,7 @@ fn run_entry(name: &str, build: fn() -> Built) {
         Kind::Apply => &b.apply,
         Kind::Info => &info,
         Kind::Replay => &b.replay,
+        Kind::Quarantine => &quarantine,
     };
     let args_of = |inv: &Invocation| -> Vec<&std::ffi::OsStr> {
         let mut args: Vec<&std::ffi::OsStr> = inv.args.iter().map(|a| a.as_ref()).collect();

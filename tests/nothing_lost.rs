@@ -6,8 +6,8 @@
 //! - copied without its `-shm` (committed frames in the `-wal`).
 //!
 //! Read-only commands: `doctor scan` in every format, with `--integrity` and with
-//! expectations; `info`; `doctor finalize-runs` dry runs and `--check`; `replay`
-//! (text, and JSON with `--export`).
+//! expectations; `info`; `doctor finalize-runs` dry runs and `--check`; `doctor
+//! quarantine` dry runs; `replay` (text, and JSON with `--export`).
 
 mod common;
 mod corpus;
@@ -70,6 +70,8 @@ fn commands(side: &Path, session: &str) -> Vec<Vec<String>> {
         vec!["doctor", "finalize-runs", "--format", "ndjson"],
         vec!["doctor", "finalize-runs", "--check"],
         vec!["doctor", "finalize-runs", "--check", "--project-header"],
+        vec!["doctor", "quarantine"],
+        vec!["doctor", "quarantine", "--format", "json"],
         vec!["replay", "--session", session],
         vec![
             "replay",

@@ -42,8 +42,9 @@ pub enum Outcome {
     /// `doctor finalize-runs` did its job: exit 0 and (JSON) a plan of `runs` runs,
     /// written under `--apply` when not empty.
     Plan { runs: usize },
-    /// `info` did its job: exit 0 and (JSON) a document naming the database.
-    Info,
+    /// `info` or a quarantine dry run did its job: exit 0 and (JSON) a document with
+    /// this key.
+    Done { key: &'static str },
     /// `replay` did its job: exit `status`, and (JSON) at least these divergence codes.
     Replay {
         status: i32,
