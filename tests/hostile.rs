@@ -574,6 +574,7 @@ corpus_tests!(
     session_payload_not_json,
     escapes_in_ids_and_text,
     escapes_in_the_path,
+    uri_characters_in_the_path,
     wal_without_shm,
     wal_with_shm,
     wal_is_a_directory,
