@@ -774,3 +774,25 @@ fn hostile_session_bundles() {
         }
     }
 }
+
+/// Builds every entry and leaves it on disk, printing where: to look at an entry by
+/// hand (`cargo test --test hostile -- --ignored keep_the_corpus --nocapture`).
+/// Lock holders are released, so the locked entries are then plain files.
+#[test]
+#[ignore = "leaves the corpus in the temporary directory; run by hand"]
+fn keep_the_corpus() {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    for (name, build) in corpus::ENTRIES {
+        let b = build();
+        let arg = b.arg.clone();
+        let dir = b.tmp.keep();
+        writeln!(
+            out,
+            "{name}: --workspace {} (in {})",
+            arg.display(),
+            dir.display()
+        )
+        .unwrap();
+    }
+}
