@@ -27,6 +27,35 @@ struct Store<'a> {
     has_journal: bool,
     has_ordinals: bool,
     gone: Exclusion,
+    /// Digests of the stored projections, when usable (see `read_digests`).
+    digests: Option<crate::scan::projection::StoredDigests>,
+}
+
+impl Store<'_> {
+    /// Reads the digests of the stored tool projections in one pass over each table.
+    /// Not for an after-scan (exclusions change what the lookups return), and not
+    /// when an operation id is not UTF-8 text (a lookup by text would not find it).
+    fn read_digests(&mut self) -> Result<(), DbError> {
+        if !self.gone.sessions.is_empty() {
+            return Ok(());
+        }
+        let mut d = crate::scan::projection::StoredDigests::new();
+        let mut usable = true;
+        if self.has_operations {
+            self.ws.for_each_operation_row(|row, key_ok| {
+                usable &= key_ok;
+                d.add_operation(row);
+            })?;
+        }
+        if self.has_journal && usable {
+            self.ws.for_each_journal_row(|row, key_ok| {
+                usable &= key_ok;
+                d.add_journal(row);
+            })?;
+        }
+        self.digests = usable.then_some(d);
+        Ok(())
+    }
 }
 
 /// What Maka's conversation deletion of some sessions removes, for a scan of the
@@ -111,6 +140,15 @@ impl ScanStore for Store<'_> {
         }
         let row = self.ws.operation_by_call(invocation_id, tool_call_id)?;
         Ok(if self.gone.operation(&row) { None } else { row })
+    }
+    fn projection_matches(
+        &mut self,
+        op: &crate::ledger::scanner::Operation,
+        commits: &std::collections::HashMap<String, i64>,
+    ) -> bool {
+        self.digests
+            .as_ref()
+            .is_some_and(|d| d.matches(op, commits))
     }
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError> {
         if !self.has_journal {
@@ -239,7 +277,9 @@ pub fn scan_workspace_without(
         has_journal: has("tool_journal_events"),
         has_ordinals: has("runtime_session_event_ordinals"),
         gone: Exclusion::read(ws, excluded, has("tool_operations"))?,
+        digests: None,
     };
+    store.read_digests()?;
     let mut walker = Walker::new().keep_all_runs(opts.all_runs);
     let mut n = 0u64;
     ws.for_each_event_ref(|row| {

@@ -108,8 +108,18 @@ fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
         ValueRef::Null => String::new(),
         ValueRef::Integer(n) => n.to_string(),
         ValueRef::Real(f) => f.to_string(),
-        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+        ValueRef::Text(b) | ValueRef::Blob(b) => lossy(b).into_owned(),
     })
+}
+
+/// `String::from_utf8_lossy`, with the (much faster) strict check tried first: valid
+/// UTF-8, the usual case, is borrowed as is; only other bytes go through the lossy
+/// conversion.
+fn lossy(b: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
 }
 
 fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
@@ -540,7 +550,7 @@ fn text_ref<'a>(row: &'a Row<'_>, i: usize) -> rusqlite::Result<Cow<'a, str>> {
         ValueRef::Null => Cow::Borrowed(""),
         ValueRef::Integer(n) => Cow::Owned(n.to_string()),
         ValueRef::Real(f) => Cow::Owned(f.to_string()),
-        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b),
+        ValueRef::Text(b) | ValueRef::Blob(b) => lossy(b),
     })
 }
 
@@ -819,6 +829,55 @@ impl Workspace {
                 int(r, 1).map_err(e)?,
                 &text_ref(r, 2).map_err(e)?,
             );
+        }
+        Ok(())
+    }
+}
+
+/// Whether column `i` is text that is valid UTF-8 (so that reading it as text and
+/// comparing it with a bound text parameter agree).
+fn is_utf8_text(row: &Row<'_>, i: usize) -> rusqlite::Result<bool> {
+    Ok(matches!(row.get_ref(i)?, ValueRef::Text(b) if std::str::from_utf8(b).is_ok()))
+}
+
+impl Workspace {
+    /// Streams every `tool_operations` row in table order, with whether its
+    /// `operation_id` is UTF-8 text.
+    pub fn for_each_operation_row(
+        &self,
+        mut f: impl FnMut(&OperationRow, bool),
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(&format!("SELECT {OPERATION_COLUMNS} FROM tool_operations"))
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            f(
+                &operation_row(r).map_err(e)?,
+                is_utf8_text(r, 0).map_err(e)?,
+            );
+        }
+        Ok(())
+    }
+
+    /// Streams every `tool_journal_events` row in table order, with whether its
+    /// `operation_id` is UTF-8 text.
+    pub fn for_each_journal_row(
+        &self,
+        mut f: impl FnMut(&JournalRow, bool),
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(&format!(
+                "SELECT {JOURNAL_COLUMNS} FROM tool_journal_events"
+            ))
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            f(&journal_row(r).map_err(e)?, is_utf8_text(r, 2).map_err(e)?);
         }
         Ok(())
     }

@@ -115,6 +115,13 @@ pub trait ScanStore {
         invocation_id: &str,
         tool_call_id: &str,
     ) -> Result<Option<OperationRow>, DbError>;
+    /// Whether the stored projection rows of `op`'s operation id are known to be
+    /// exactly the rows Maka's rebuild writes (see [`projection::StoredDigests`]), so
+    /// that [`ScanStore::operation`] and [`ScanStore::journal`] need not be asked.
+    /// `false` when unknown.
+    fn projection_matches(&mut self, _op: &Operation, _commits: &HashMap<String, i64>) -> bool {
+        false
+    }
     /// The journal rows of an operation id, in journal order.
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError>;
     /// Every row of one run, in scan order.
@@ -359,7 +366,7 @@ impl Walker {
         if let Some(f) = projection::unsettled_finding(op) {
             self.unsettled.push((op_id.clone(), f));
         }
-        if projection::is_expected(op) {
+        if projection::is_expected(op) && !store.projection_matches(op, &self.inv_commits) {
             let id = op_id.to_string();
             let stored = store.operation(&id)?;
             let journal = store.journal(&id)?;

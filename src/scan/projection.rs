@@ -2,7 +2,9 @@
 //! comparison of the stored tool projections with a rebuild from the log (Maka's
 //! `rebuildToolProjectionsFromRuntimeEvents`, which keeps dispatched operations only).
 
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash};
 
 use serde::Serialize;
 use serde_json::Value;
@@ -720,4 +722,113 @@ pub fn duplicate_operation_group(
         identical: None,
         projection_keeps: kept,
     })
+}
+
+/// Digests of the stored tool projections, one per operation id, read once in table
+/// order: lets the walk skip the point lookups of an operation whose stored rows are
+/// exactly the rows Maka's rebuild writes (the usual case). A digest is a 128-bit sum
+/// (keyed SipHash, random keys per scan) over the compared columns of the operation's
+/// `tool_operations` row and of each of its journal rows, so it is equal exactly when
+/// [`operation_diffs`] finds nothing, up to a 2^-128 chance; whenever it differs the
+/// caller does the exact lookups. Memory: one map entry (two 128-bit numbers) per
+/// operation id.
+pub struct StoredDigests {
+    hashers: (RandomState, RandomState),
+    sums: HashMap<u128, u128>,
+}
+
+impl Default for StoredDigests {
+    fn default() -> Self {
+        StoredDigests::new()
+    }
+}
+
+impl StoredDigests {
+    pub fn new() -> StoredDigests {
+        StoredDigests {
+            hashers: (RandomState::new(), RandomState::new()),
+            sums: HashMap::new(),
+        }
+    }
+
+    fn hash<T: Hash + ?Sized>(&self, v: &T) -> u128 {
+        (u128::from(self.hashers.0.hash_one(v)) << 64) | u128::from(self.hashers.1.hash_one(v))
+    }
+
+    /// The compared columns of an operation row (every column but the key).
+    fn operation_hash(&self, r: &OperationRow) -> u128 {
+        self.hash(&(
+            "operation",
+            [
+                &r.invocation_id,
+                &r.run_id,
+                &r.turn_id,
+                &r.provider_tool_call_id,
+                &r.tool_name,
+                &r.canonical_args_hash,
+                &r.recovery_mode,
+                &r.current_state,
+                &r.call_event_id,
+            ],
+            &r.result_event_id,
+            r.version,
+            &r.dispatch_event_id,
+        ))
+    }
+
+    /// The compared columns of a journal row, with the id rows are matched by.
+    fn journal_hash(&self, r: &JournalRow) -> u128 {
+        self.hash(&(
+            "journal",
+            [
+                &r.journal_event_id,
+                &r.operation_id,
+                &r.invocation_id,
+                &r.run_id,
+                &r.turn_id,
+                &r.state,
+            ],
+            [
+                &r.runtime_event_id,
+                &r.canonical_args_hash,
+                &r.recovery_mode,
+                &r.metadata_json,
+            ],
+            r.committed_at,
+        ))
+    }
+
+    fn add(&mut self, operation_id: &str, h: u128) {
+        let key = self.hash(operation_id);
+        let sum = self.sums.entry(key).or_insert(0);
+        *sum = sum.wrapping_add(h);
+    }
+
+    /// Adds a stored `tool_operations` row.
+    pub fn add_operation(&mut self, row: &OperationRow) {
+        let h = self.operation_hash(row);
+        self.add(&row.operation_id, h);
+    }
+
+    /// Adds a stored `tool_journal_events` row.
+    pub fn add_journal(&mut self, row: &JournalRow) {
+        let h = self.journal_hash(row);
+        self.add(&row.operation_id, h);
+    }
+
+    /// Whether the stored rows of `op`'s operation id are exactly the rebuild's
+    /// (then [`operation_diffs`] is empty); `false` means "look them up".
+    pub fn matches(&self, op: &Operation, commits: &HashMap<String, i64>) -> bool {
+        let (Some(op_id), Some(want)) = (op.operation_id.as_ref(), expected_row(op)) else {
+            return false;
+        };
+        let Some(stored) = self.sums.get(&self.hash(&*op_id.to_string())) else {
+            return false;
+        };
+        let mut sum = self.operation_hash(&want);
+        for j in expected_journal(op, commits) {
+            sum = sum.wrapping_add(self.journal_hash(&j));
+        }
+        sum == *stored
+    }
 }
