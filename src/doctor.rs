@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::db::{
     DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace,
 };
-use crate::scan::{ScanReport, ScanStore, Tables, Walker};
+use crate::scan::{HeaderBrief, ScanReport, ScanStore, Tables, Walker};
 
 /// Options of a scan.
 #[derive(Clone, Copy, Debug, Default)]
@@ -29,6 +29,26 @@ struct Store<'a> {
     gone: Exclusion,
     /// Digests of the stored projections, when usable (see `read_digests`).
     digests: Option<crate::scan::projection::StoredDigests>,
+    /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable.
+    briefs: Option<HeaderBriefs>,
+}
+
+/// Every decodable run header, reduced ([`HeaderBrief`]), by fingerprint of
+/// `(session, run)`. Memory: about 100 bytes per run header.
+struct HeaderBriefs {
+    hashers: (
+        std::collections::hash_map::RandomState,
+        std::collections::hash_map::RandomState,
+    ),
+    map: std::collections::HashMap<u128, HeaderBrief>,
+}
+
+impl HeaderBriefs {
+    fn key(&self, s: &str, r: &str) -> u128 {
+        use std::hash::BuildHasher;
+        (u128::from(self.hashers.0.hash_one((s, r))) << 64)
+            | u128::from(self.hashers.1.hash_one((s, r)))
+    }
 }
 
 impl Store<'_> {
@@ -54,6 +74,32 @@ impl Store<'_> {
             })?;
         }
         self.digests = usable.then_some(d);
+        Ok(())
+    }
+
+    /// Reads and decodes every run header once. Not for an after-scan. A header that
+    /// does not decode, or whose keys are not UTF-8 text, is left out (its run is
+    /// then looked up as before).
+    fn read_briefs(&mut self) -> Result<(), DbError> {
+        if !self.gone.sessions.is_empty() || !self.has_headers {
+            return Ok(());
+        }
+        let mut b = HeaderBriefs {
+            hashers: Default::default(),
+            map: std::collections::HashMap::new(),
+        };
+        self.ws.for_each_header_row(|row, keys_ok| {
+            if !keys_ok {
+                return;
+            }
+            if let Ok(h) =
+                crate::header::decode_header(&row.record_json, &row.session_id, &row.run_id)
+            {
+                let k = b.key(&row.session_id, &row.run_id);
+                b.map.insert(k, HeaderBrief::new(&h));
+            }
+        })?;
+        self.briefs = Some(b);
         Ok(())
     }
 }
@@ -140,6 +186,10 @@ impl ScanStore for Store<'_> {
         }
         let row = self.ws.operation_by_call(invocation_id, tool_call_id)?;
         Ok(if self.gone.operation(&row) { None } else { row })
+    }
+    fn header_brief(&mut self, session_id: &str, run_id: &str) -> Option<&HeaderBrief> {
+        let b = self.briefs.as_ref()?;
+        b.map.get(&b.key(session_id, run_id))
     }
     fn projection_matches(
         &mut self,
@@ -278,8 +328,10 @@ pub fn scan_workspace_without(
         has_ordinals: has("runtime_session_event_ordinals"),
         gone: Exclusion::read(ws, excluded, has("tool_operations"))?,
         digests: None,
+        briefs: None,
     };
     store.read_digests()?;
+    store.read_briefs()?;
     let mut walker = Walker::new().keep_all_runs(opts.all_runs);
     let mut n = 0u64;
     ws.for_each_event_ref(|row| {

@@ -882,3 +882,21 @@ impl Workspace {
         Ok(())
     }
 }
+
+impl Workspace {
+    /// Streams every `core_agent_runs` row in table order, with whether its
+    /// `session_id` and `run_id` are UTF-8 text.
+    pub fn for_each_header_row(&self, mut f: impl FnMut(&HeaderRow, bool)) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(&format!("SELECT {HEADER_COLUMNS} FROM core_agent_runs"))
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let keys_ok = is_utf8_text(r, 0).map_err(e)? && is_utf8_text(r, 1).map_err(e)?;
+            f(&header_row(r).map_err(e)?, keys_ok);
+        }
+        Ok(())
+    }
+}

@@ -122,6 +122,11 @@ pub trait ScanStore {
     fn projection_matches(&mut self, _op: &Operation, _commits: &HashMap<String, i64>) -> bool {
         false
     }
+    /// The decoded header of `(session, run)` reduced to what classifying its run
+    /// needs, when known without a lookup (see [`HeaderBrief`]); `None` when unknown.
+    fn header_brief(&mut self, _session_id: &str, _run_id: &str) -> Option<&HeaderBrief> {
+        None
+    }
     /// The journal rows of an operation id, in journal order.
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError>;
     /// Every row of one run, in scan order.
@@ -146,6 +151,49 @@ pub trait ScanStore {
     /// Events without an ordinal row `(event_id, session_id, run_id)` (the exact, slow
     /// query; only run when the fast check fails).
     fn events_without_ordinal(&mut self) -> Result<Vec<(String, String, String)>, DbError>;
+}
+
+/// A run header that decodes, reduced to the fields the run classification reads
+/// (the row's session and run are its key). Kept per run for the whole walk by a
+/// store that reads `core_agent_runs` once, so that a plainly terminal run needs no
+/// header lookup; any other run is assessed again from the looked-up row.
+#[derive(Clone, Debug)]
+pub struct HeaderBrief {
+    turn_id: Box<str>,
+    status: crate::header::HeaderStatus,
+    failure_class: Option<Box<str>>,
+    abort_source: Option<Box<str>>,
+}
+
+impl HeaderBrief {
+    pub fn new(h: &RunHeader) -> HeaderBrief {
+        HeaderBrief {
+            turn_id: h.turn_id.as_str().into(),
+            status: h.status,
+            failure_class: h.failure_class.as_deref().map(Into::into),
+            abort_source: h.abort_source.as_deref().map(Into::into),
+        }
+    }
+
+    /// A header with these fields and nothing else (enough for
+    /// [`runs::assess_header_run`]).
+    fn header(&self, session_id: &str, run_id: &str) -> RunHeader {
+        RunHeader {
+            run_id: run_id.to_owned(),
+            session_id: session_id.to_owned(),
+            turn_id: self.turn_id.to_string(),
+            invocation_id: None,
+            status: self.status,
+            created_at: 0.0,
+            updated_at: 0.0,
+            completed_at: None,
+            failure_class: self.failure_class.as_deref().map(str::to_owned),
+            abort_source: self.abort_source.as_deref().map(str::to_owned),
+            tool_mode: None,
+            trace_write_error: None,
+            record: serde_json::Map::new(),
+        }
+    }
 }
 
 /// Where a run's result sorts among the run findings: headers in Maka's session order
@@ -348,6 +396,11 @@ impl Walker {
                 // The run came back in another invocation: assessed again at the end
                 // from all its rows.
                 self.split_runs.insert((s, r));
+                continue;
+            }
+            if !self.keep_all_runs && plainly_terminal(&s, &r, &acc, store) {
+                // What `assess_run` would find, and `keep` drop.
+                self.headers_found += 1;
                 continue;
             }
             let result = self.assess_run(s, r, &acc, store)?;
@@ -611,6 +664,16 @@ impl Walker {
             extra_findings,
         ))
     }
+}
+
+/// Whether the run has a decodable header known to the store and is plainly
+/// terminal: no findings, state `Terminal`.
+fn plainly_terminal(s: &str, r: &str, acc: &RunAcc, store: &mut dyn ScanStore) -> bool {
+    let Some(brief) = store.header_brief(s, r) else {
+        return false;
+    };
+    let (report, findings) = runs::assess_header_run(&brief.header(s, r), acc);
+    report.state == runs::RunState::Terminal && findings.is_empty()
 }
 
 fn assess_with_header(row: &HeaderRow, acc: &RunAcc) -> RunResult {
