@@ -17,6 +17,9 @@ pub struct ScanOptions {
     /// Keep a report for every run in [`ScanReport::runs`] (by default only runs that
     /// are not plainly terminal are kept, so memory does not grow with the file).
     pub all_runs: bool,
+    /// The progress callback does not use the total (no bar is shown): skip counting
+    /// `runtime_events` before the walk (the callback then gets 0 as the total).
+    pub no_total: bool,
 }
 
 /// The scan's point lookups, on the workspace's connection.
@@ -319,7 +322,7 @@ pub fn scan_workspace_without(
             path: ws.path().to_path_buf(),
         });
     }
-    let total = ws.event_count()?;
+    let total = if opts.no_total { 0 } else { ws.event_count()? };
     let mut store = Store {
         ws,
         has_headers: has("core_agent_runs"),
