@@ -840,12 +840,41 @@ fn is_utf8_text(row: &Row<'_>, i: usize) -> rusqlite::Result<bool> {
     Ok(matches!(row.get_ref(i)?, ValueRef::Text(b) if std::str::from_utf8(b).is_ok()))
 }
 
+/// One `tool_operations` row as SQLite hands it out (valid during the callback),
+/// converted as [`OperationRow`] converts it, borrowed where it can be.
+pub struct OperationRowRef<'a> {
+    pub operation_id: Cow<'a, str>,
+    /// `invocation_id, run_id, turn_id, provider_tool_call_id, tool_name,
+    /// canonical_args_hash, recovery_mode, current_state, call_event_id`.
+    pub texts: [Cow<'a, str>; 9],
+    pub result_event_id: Option<Cow<'a, str>>,
+    pub version: i64,
+    pub dispatch_event_id: Option<Cow<'a, str>>,
+}
+
+/// One `tool_journal_events` row as SQLite hands it out, converted as
+/// [`JournalRow`] converts it (without `journal_seq`).
+pub struct JournalRowRef<'a> {
+    /// `journal_event_id, operation_id, invocation_id, run_id, turn_id, state`.
+    pub texts: [Cow<'a, str>; 6],
+    /// `runtime_event_id, canonical_args_hash, recovery_mode, metadata_json`.
+    pub opts: [Option<Cow<'a, str>>; 4],
+    pub committed_at: i64,
+}
+
+fn opt_text_ref<'a>(row: &'a Row<'_>, i: usize) -> rusqlite::Result<Option<Cow<'a, str>>> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => None,
+        _ => Some(text_ref(row, i)?),
+    })
+}
+
 impl Workspace {
-    /// Streams every `tool_operations` row in table order, with whether its
+    /// Streams every `tool_operations` row in table order, borrowed, with whether its
     /// `operation_id` is UTF-8 text.
     pub fn for_each_operation_row(
         &self,
-        mut f: impl FnMut(&OperationRow, bool),
+        mut f: impl FnMut(&OperationRowRef<'_>, bool),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self
@@ -854,19 +883,34 @@ impl Workspace {
             .map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
         while let Some(r) = rows.next().map_err(e)? {
-            f(
-                &operation_row(r).map_err(e)?,
-                is_utf8_text(r, 0).map_err(e)?,
-            );
+            let t = |i| text_ref(r, i).map_err(e);
+            let row = OperationRowRef {
+                operation_id: t(0)?,
+                texts: [
+                    t(1)?,
+                    t(2)?,
+                    t(3)?,
+                    t(4)?,
+                    t(5)?,
+                    t(6)?,
+                    t(7)?,
+                    t(8)?,
+                    t(9)?,
+                ],
+                result_event_id: opt_text_ref(r, 10).map_err(e)?,
+                version: int(r, 11).map_err(e)?,
+                dispatch_event_id: opt_text_ref(r, 12).map_err(e)?,
+            };
+            f(&row, is_utf8_text(r, 0).map_err(e)?);
         }
         Ok(())
     }
 
-    /// Streams every `tool_journal_events` row in table order, with whether its
-    /// `operation_id` is UTF-8 text.
+    /// Streams every `tool_journal_events` row in table order, borrowed, with whether
+    /// its `operation_id` is UTF-8 text.
     pub fn for_each_journal_row(
         &self,
-        mut f: impl FnMut(&JournalRow, bool),
+        mut f: impl FnMut(&JournalRowRef<'_>, bool),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self
@@ -877,7 +921,14 @@ impl Workspace {
             .map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
         while let Some(r) = rows.next().map_err(e)? {
-            f(&journal_row(r).map_err(e)?, is_utf8_text(r, 2).map_err(e)?);
+            let t = |i| text_ref(r, i).map_err(e);
+            let o = |i| opt_text_ref(r, i).map_err(e);
+            let row = JournalRowRef {
+                texts: [t(1)?, t(2)?, t(3)?, t(4)?, t(5)?, t(6)?],
+                opts: [o(7)?, o(8)?, o(9)?, o(10)?],
+                committed_at: int(r, 11).map_err(e)?,
+            };
+            f(&row, is_utf8_text(r, 2).map_err(e)?);
         }
         Ok(())
     }

@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::report::{Occurrence, SupersessionGroup};
-use crate::db::{JournalRow, OperationRow, StoredOperationKey};
+use crate::db::{JournalRow, JournalRowRef, OperationRow, OperationRowRef, StoredOperationKey};
 use crate::findings::Finding;
 use crate::ledger::scanner::{IssueCode, LedgerIssue, Operation, ToolLedgerScan};
 
@@ -756,9 +756,24 @@ impl StoredDigests {
     }
 
     /// The compared columns of an operation row (every column but the key).
-    fn operation_hash(&self, r: &OperationRow) -> u128 {
+    fn operation_hash(
+        &self,
+        texts: [&str; 9],
+        result_event_id: Option<&str>,
+        version: i64,
+        dispatch_event_id: Option<&str>,
+    ) -> u128 {
         self.hash(&(
             "operation",
+            texts,
+            result_event_id,
+            version,
+            dispatch_event_id,
+        ))
+    }
+
+    fn operation_row_hash(&self, r: &OperationRow) -> u128 {
+        self.operation_hash(
             [
                 &r.invocation_id,
                 &r.run_id,
@@ -770,16 +785,19 @@ impl StoredDigests {
                 &r.current_state,
                 &r.call_event_id,
             ],
-            &r.result_event_id,
+            r.result_event_id.as_deref(),
             r.version,
-            &r.dispatch_event_id,
-        ))
+            r.dispatch_event_id.as_deref(),
+        )
     }
 
     /// The compared columns of a journal row, with the id rows are matched by.
-    fn journal_hash(&self, r: &JournalRow) -> u128 {
-        self.hash(&(
-            "journal",
+    fn journal_hash(&self, texts: [&str; 6], opts: [Option<&str>; 4], committed_at: i64) -> u128 {
+        self.hash(&("journal", texts, opts, committed_at))
+    }
+
+    fn journal_row_hash(&self, r: &JournalRow) -> u128 {
+        self.journal_hash(
             [
                 &r.journal_event_id,
                 &r.operation_id,
@@ -789,13 +807,13 @@ impl StoredDigests {
                 &r.state,
             ],
             [
-                &r.runtime_event_id,
-                &r.canonical_args_hash,
-                &r.recovery_mode,
-                &r.metadata_json,
+                r.runtime_event_id.as_deref(),
+                r.canonical_args_hash.as_deref(),
+                r.recovery_mode.as_deref(),
+                r.metadata_json.as_deref(),
             ],
             r.committed_at,
-        ))
+        )
     }
 
     fn add(&mut self, operation_id: &str, h: u128) {
@@ -805,15 +823,24 @@ impl StoredDigests {
     }
 
     /// Adds a stored `tool_operations` row.
-    pub fn add_operation(&mut self, row: &OperationRow) {
-        let h = self.operation_hash(row);
+    pub fn add_operation(&mut self, row: &OperationRowRef<'_>) {
+        let h = self.operation_hash(
+            row.texts.each_ref().map(|c| &**c),
+            row.result_event_id.as_deref(),
+            row.version,
+            row.dispatch_event_id.as_deref(),
+        );
         self.add(&row.operation_id, h);
     }
 
     /// Adds a stored `tool_journal_events` row.
-    pub fn add_journal(&mut self, row: &JournalRow) {
-        let h = self.journal_hash(row);
-        self.add(&row.operation_id, h);
+    pub fn add_journal(&mut self, row: &JournalRowRef<'_>) {
+        let h = self.journal_hash(
+            row.texts.each_ref().map(|c| &**c),
+            row.opts.each_ref().map(|c| c.as_deref()),
+            row.committed_at,
+        );
+        self.add(&row.texts[1], h);
     }
 
     /// Whether the stored rows of `op`'s operation id are exactly the rebuild's
@@ -825,9 +852,9 @@ impl StoredDigests {
         let Some(stored) = self.sums.get(&self.hash(&*op_id.to_string())) else {
             return false;
         };
-        let mut sum = self.operation_hash(&want);
+        let mut sum = self.operation_row_hash(&want);
         for j in expected_journal(op, commits) {
-            sum = sum.wrapping_add(self.journal_hash(&j));
+            sum = sum.wrapping_add(self.journal_row_hash(&j));
         }
         sum == *stored
     }
