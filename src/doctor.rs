@@ -62,7 +62,11 @@ impl Store<'_> {
         if !self.gone.sessions.is_empty() {
             return Ok(());
         }
-        let mut d = crate::scan::projection::StoredDigests::new();
+        let mut d = crate::scan::projection::StoredDigests::with_capacity(if self.has_operations {
+            self.ws.count_rows("tool_operations")? as usize
+        } else {
+            0
+        });
         let mut usable = true;
         if self.has_operations {
             self.ws.for_each_operation_row(|row, key_ok| {
@@ -89,7 +93,10 @@ impl Store<'_> {
         }
         let mut b = HeaderBriefs {
             hashers: Default::default(),
-            map: std::collections::HashMap::new(),
+            // Sized once: no transient doubling while it fills.
+            map: std::collections::HashMap::with_capacity(
+                self.ws.count_rows("core_agent_runs")? as usize
+            ),
         };
         self.ws.for_each_header_row(|row, keys_ok| {
             if !keys_ok {
@@ -99,7 +106,9 @@ impl Store<'_> {
                 crate::header::decode_header(&row.record_json, &row.session_id, &row.run_id)
             {
                 let k = b.key(&row.session_id, &row.run_id);
-                b.map.insert(k, HeaderBrief::new(&h));
+                if let Some(brief) = HeaderBrief::new(&h) {
+                    b.map.insert(k, brief);
+                }
             }
         })?;
         self.briefs = Some(b);

@@ -157,38 +157,65 @@ pub trait ScanStore {
 /// (the row's session and run are its key). Kept per run for the whole walk by a
 /// store that reads `core_agent_runs` once, so that a plainly terminal run needs no
 /// header lookup; any other run is assessed again from the looked-up row.
+///
+/// Stored compactly (one allocation): `text` holds the turn id, then the failure
+/// class, then the abort source; `lens` their byte lengths, `u32::MAX` for absent.
 #[derive(Clone, Debug)]
 pub struct HeaderBrief {
-    turn_id: Box<str>,
+    text: Box<str>,
+    lens: [u32; 3],
     status: crate::header::HeaderStatus,
-    failure_class: Option<Box<str>>,
-    abort_source: Option<Box<str>>,
 }
 
 impl HeaderBrief {
-    pub fn new(h: &RunHeader) -> HeaderBrief {
-        HeaderBrief {
-            turn_id: h.turn_id.as_str().into(),
-            status: h.status,
-            failure_class: h.failure_class.as_deref().map(Into::into),
-            abort_source: h.abort_source.as_deref().map(Into::into),
+    /// `None` for a header whose fields do not fit (longer than 4 GiB).
+    pub fn new(h: &RunHeader) -> Option<HeaderBrief> {
+        let parts = [
+            Some(h.turn_id.as_str()),
+            h.failure_class.as_deref(),
+            h.abort_source.as_deref(),
+        ];
+        let mut text = String::new();
+        let mut lens = [u32::MAX; 3];
+        for (len, part) in lens.iter_mut().zip(parts) {
+            if let Some(p) = part {
+                *len = u32::try_from(p.len()).ok().filter(|&n| n != u32::MAX)?;
+                text.push_str(p);
+            }
         }
+        Some(HeaderBrief {
+            text: text.into_boxed_str(),
+            lens,
+            status: h.status,
+        })
+    }
+
+    fn parts(&self) -> [Option<&str>; 3] {
+        let mut at = 0usize;
+        self.lens.map(|len| {
+            (len != u32::MAX).then(|| {
+                let p = &self.text[at..at + len as usize];
+                at += len as usize;
+                p
+            })
+        })
     }
 
     /// A header with these fields and nothing else (enough for
     /// [`runs::assess_header_run`]).
     fn header(&self, session_id: &str, run_id: &str) -> RunHeader {
+        let [turn, failure_class, abort_source] = self.parts();
         RunHeader {
             run_id: run_id.to_owned(),
             session_id: session_id.to_owned(),
-            turn_id: self.turn_id.to_string(),
+            turn_id: turn.unwrap_or_default().to_owned(),
             invocation_id: None,
             status: self.status,
             created_at: 0.0,
             updated_at: 0.0,
             completed_at: None,
-            failure_class: self.failure_class.as_deref().map(str::to_owned),
-            abort_source: self.abort_source.as_deref().map(str::to_owned),
+            failure_class: failure_class.map(str::to_owned),
+            abort_source: abort_source.map(str::to_owned),
             tool_mode: None,
             trace_write_error: None,
             record: serde_json::Map::new(),

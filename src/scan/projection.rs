@@ -751,6 +751,14 @@ impl StoredDigests {
         }
     }
 
+    /// Room for `n` operation ids without growing.
+    pub fn with_capacity(n: usize) -> StoredDigests {
+        StoredDigests {
+            hashers: (RandomState::new(), RandomState::new()),
+            sums: HashMap::with_capacity(n),
+        }
+    }
+
     fn hash<T: Hash + ?Sized>(&self, v: &T) -> u128 {
         (u128::from(self.hashers.0.hash_one(v)) << 64) | u128::from(self.hashers.1.hash_one(v))
     }
