@@ -2,6 +2,7 @@
 //! comparison of the stored tool projections with a rebuild from the log (Maka's
 //! `rebuildToolProjectionsFromRuntimeEvents`, which keeps dispatched operations only).
 
+use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, Hash};
@@ -12,6 +13,7 @@ use serde_json::Value;
 use super::report::{Occurrence, SupersessionGroup};
 use crate::db::{JournalRow, JournalRowRef, OperationRow, OperationRowRef, StoredOperationKey};
 use crate::findings::Finding;
+use crate::json::JsStr;
 use crate::ledger::scanner::{IssueCode, LedgerIssue, Operation, ToolLedgerScan};
 
 /// A scanner issue as a finding (code verbatim, attributed to the event's session and run).
@@ -724,6 +726,12 @@ pub fn duplicate_operation_group(
     })
 }
 
+/// A string as `to_string` renders it, borrowed when it is UTF-8.
+fn t(s: &JsStr) -> Cow<'_, str> {
+    s.as_str()
+        .map_or_else(|| Cow::Owned(s.to_string_lossy()), Cow::Borrowed)
+}
+
 /// Digests of the stored tool projections, one per operation id, read once in table
 /// order: lets the walk skip the point lookups of an operation whose stored rows are
 /// exactly the rows Maka's rebuild writes (the usual case). A digest is a 128-bit sum
@@ -854,16 +862,66 @@ impl StoredDigests {
     /// Whether the stored rows of `op`'s operation id are exactly the rebuild's
     /// (then [`operation_diffs`] is empty); `false` means "look them up".
     pub fn matches(&self, op: &Operation, commits: &HashMap<String, i64>) -> bool {
-        let (Some(op_id), Some(want)) = (op.operation_id.as_ref(), expected_row(op)) else {
+        // The rows of `expected_row` and `expected_journal`, hashed from borrowed text.
+        let (Some(op_id), Some(d)) = (op.operation_id.as_ref(), op.dispatch.as_ref()) else {
             return false;
         };
-        let Some(stored) = self.sums.get(&self.hash(&*op_id.to_string())) else {
+        let op_id = t(op_id);
+        let Some(stored) = self.sums.get(&self.hash(&*op_id)) else {
             return false;
         };
+        let (inv, run, turn) = (t(&op.invocation_id), t(&op.run_id), t(&op.turn_id));
+        let (args, mode, dispatch) = (
+            t(&d.canonical_args_hash),
+            d.recovery_mode.as_str(),
+            t(&d.event_id),
+        );
+        let call = op.call_event_id.as_ref().map(t);
+        let result = op.response.as_ref().map(|r| t(&r.event_id));
+        let state = if result.is_some() {
+            "outcome_committed"
+        } else {
+            "prepared"
+        };
+        let mut sum = self.operation_hash(
+            [
+                &inv,
+                &run,
+                &turn,
+                &t(&op.tool_call_id),
+                &t(&op.tool_name),
+                &args,
+                mode,
+                state,
+                call.as_deref().unwrap_or_default(),
+            ],
+            result.as_deref(),
+            1 + i64::from(result.is_some()),
+            Some(&dispatch),
+        );
+        let journal = |id: &str, state: &str, event: &str| {
+            self.journal_hash(
+                [id, &op_id, &inv, &run, &turn, state],
+                [Some(event), Some(&args), Some(mode), None],
+                commits.get(event).copied().unwrap_or_default(),
+            )
+        };
+        sum = sum.wrapping_add(journal(&format!("{op_id}_prepared"), "prepared", &dispatch));
+        if let Some(r) = &result {
+            sum = sum.wrapping_add(journal(&format!("{op_id}_outcome"), "outcome_committed", r));
+        }
+        debug_assert_eq!(sum, self.expected_sum(op, commits));
+        sum == *stored
+    }
+
+    /// [`StoredDigests::matches`]' sum from the rebuilt rows themselves (checked
+    /// against it in debug builds).
+    fn expected_sum(&self, op: &Operation, commits: &HashMap<String, i64>) -> u128 {
+        let want = expected_row(op).expect("dispatched operation with an id");
         let mut sum = self.operation_row_hash(&want);
         for j in expected_journal(op, commits) {
             sum = sum.wrapping_add(self.journal_row_hash(&j));
         }
-        sum == *stored
+        sum
     }
 }
