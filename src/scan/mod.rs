@@ -7,7 +7,10 @@
 //! against their stored projection rows (point lookups through a [`ScanStore`]), and
 //! both are dropped. What stays for the whole walk is small per item: a 128-bit
 //! fingerprint per run seen, Maka's operation-id index (about 50 bytes per bound
-//! operation), a 128-bit sum over event ids (for the ordinal check), and findings.
+//! operation), a 128-bit sum over event ids (for the ordinal check), and findings. A
+//! store may also answer from what it read once up front (a [`HeaderBrief`] per run
+//! header, a projection digest per operation id) so that plainly terminal runs and
+//! operations whose stored projection matches need no lookup.
 //!
 //! Exactness does not depend on the usual shapes: a run whose rows come back in a
 //! later invocation is re-read from the store and assessed again; an operation
