@@ -280,11 +280,12 @@ pub fn check_run_event(
     run_id: &str,
     turn_id: Option<&str>,
 ) -> Result<(), String> {
-    let value: Value =
-        serde_json::from_str(record_json).map_err(|e| format!("record is not JSON: {e}"))?;
-    let Value::Object(o) = value else {
-        return Err("record is not a JSON object".into());
-    };
+    use serde_json::value::RawValue;
+    // Top-level keys only, values left unparsed: this runs on every run event of the
+    // workspace, and `data` can be large. A repeated key keeps its last value, as in
+    // `JSON.parse`.
+    let map: std::collections::HashMap<String, &RawValue> = serde_json::from_str(record_json)
+        .map_err(|e| format!("record is not a JSON object: {e}"))?;
     const KEYS: &[&str] = &[
         "type",
         "id",
@@ -295,36 +296,45 @@ pub fn check_run_event(
         "message",
         "data",
     ];
-    if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
+    let mut unknown: Vec<&String> = map.keys().filter(|k| !KEYS.contains(&k.as_str())).collect();
+    unknown.sort();
+    if let Some(k) = unknown.first() {
         return Err(format!("unknown key `{k}`"));
     }
-    let s = |k: &str| o.get(k).and_then(Value::as_str);
-    if s("type").is_none_or(|t| t.trim().is_empty()) {
+    let string = |k: &str| -> Option<String> {
+        map.get(k)
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+    };
+    if string("type").is_none_or(|t| t.trim().is_empty()) {
         return Err("`type` is not a non-blank string".into());
     }
     for k in ["id", "runId", "sessionId", "turnId"] {
-        if s(k).is_none() {
+        if string(k).is_none() {
             return Err(format!("`{k}` is not a string"));
         }
     }
-    if !o
+    let ts = map
         .get("ts")
-        .and_then(Value::as_f64)
-        .is_some_and(f64::is_finite)
-    {
+        .and_then(|raw| serde_json::from_str::<f64>(raw.get()).ok());
+    if !ts.is_some_and(f64::is_finite) {
         return Err("`ts` is not a finite number".into());
     }
-    if o.get("message").is_some_and(|m| !m.is_string()) {
+    if map.contains_key("message") && string("message").is_none() {
         return Err("`message` is not a string".into());
     }
-    if o.get("data").is_some_and(|d| !d.is_object()) {
+    if map
+        .get("data")
+        .is_some_and(|raw| !raw.get().trim_start().starts_with('{'))
+    {
         return Err("`data` is not an object".into());
     }
-    if s("sessionId") != Some(session_id) || s("runId") != Some(run_id) {
+    if string("sessionId").as_deref() != Some(session_id)
+        || string("runId").as_deref() != Some(run_id)
+    {
         return Err("its sessionId/runId differ from the run's".into());
     }
     if let Some(t) = turn_id {
-        if s("turnId") != Some(t) {
+        if string("turnId").as_deref() != Some(t) {
             return Err("its turnId differs from the run header's".into());
         }
     }

@@ -509,26 +509,50 @@ impl Workspace {
 
     /// Streams every `core_agent_run_events` row with its run header's `turnId` (null
     /// when the header is missing or has none): `(session, run, sequence, record, turn)`.
+    /// Rows are borrowed from SQLite; headers are read once up front, not joined per row.
     pub fn for_each_run_event(&self, f: &mut RunEventVisitor<'_>) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
+        let mut turns: std::collections::HashMap<(String, String), Option<String>> =
+            std::collections::HashMap::new();
+        if self.has_table("core_agent_runs")? {
+            let mut stmt = self
+                .conn()
+                .prepare(
+                    "SELECT session_id, run_id, CASE WHEN json_valid(record_json) \
+                     THEN json_extract(record_json, '$.turnId') END FROM core_agent_runs",
+                )
+                .map_err(e)?;
+            let mut rows = stmt.query([]).map_err(e)?;
+            while let Some(r) = rows.next().map_err(e)? {
+                let turn = match r.get_ref(2).map_err(e)? {
+                    ValueRef::Text(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                    _ => None,
+                };
+                turns.insert((text(r, 0).map_err(e)?, text(r, 1).map_err(e)?), turn);
+            }
+        }
         let mut stmt = self
             .conn()
             .prepare(
-                "SELECT e.session_id, e.run_id, e.sequence, e.record_json, \
-                 CASE WHEN json_valid(h.record_json) THEN json_extract(h.record_json, '$.turnId') END \
-                 FROM core_agent_run_events e LEFT JOIN core_agent_runs h \
-                 ON h.session_id = e.session_id AND h.run_id = e.run_id \
-                 ORDER BY e.session_id, e.run_id, e.sequence",
+                "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events \
+                 ORDER BY session_id, run_id, sequence",
             )
             .map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
+        let mut key = (String::new(), String::new());
+        let mut turn: Option<String> = None;
         while let Some(r) = rows.next().map_err(e)? {
-            let turn = opt_text(r, 4).map_err(e)?;
+            let (s, run) = (text_ref(r, 0).map_err(e)?, text_ref(r, 1).map_err(e)?);
+            if key.0 != *s || key.1 != *run {
+                key = (s.into_owned(), run.into_owned());
+                turn = turns.get(&key).cloned().flatten();
+            }
+            let record = text_ref(r, 3).map_err(e)?;
             f(
-                &text(r, 0).map_err(e)?,
-                &text(r, 1).map_err(e)?,
+                &key.0,
+                &key.1,
                 int(r, 2).map_err(e)?,
-                &text(r, 3).map_err(e)?,
+                &record,
                 turn.as_deref(),
             );
         }
