@@ -554,12 +554,14 @@ pub fn workspace_info(
     let binding = ws.root_binding().ok().flatten();
     drop(ws);
     let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+    // The -wal is beside the file a link points to.
+    let real = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
     let (owner_lock, owner_lock_paths, owner_lock_error) = probe_owner_lock(db, binding.as_deref());
     Ok(InfoReport {
         schema_version: 1,
         database: db.display().to_string(),
         database_bytes: size(db).unwrap_or(0),
-        wal_bytes: size(&crate::db::wal_path(db)),
+        wal_bytes: size(&crate::db::wal_path(&real)),
         user_version: facts.user_version,
         registry: facts.registry.clone(),
         capabilities: facts.capabilities.clone(),

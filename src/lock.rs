@@ -133,8 +133,10 @@ pub struct RootIds {
 }
 
 /// Collects the root ids for the database `db` (marker in its directory, binding row).
+/// A symbolic link is followed first: the marker is beside the real file.
 pub fn root_ids(db: &Path, binding: Option<&str>) -> Result<RootIds, LockError> {
-    let dir = db
+    let real = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
+    let dir = real
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));

@@ -250,8 +250,11 @@ pub fn run(
 }
 
 /// Refuses files and directories without a write bit (as root, SQLite itself would
-/// happily write through missing permission bits).
+/// happily write through missing permission bits). A symbolic link is followed first:
+/// SQLite writes beside the real file.
 pub(crate) fn check_writable(db: &Path) -> Result<(), CliError> {
+    let real = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
+    let db = real.as_path();
     let dir = db
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -3,6 +3,7 @@
 use std::io::{self, IsTerminal, Write};
 
 use super::{ColorArg, GlobalArgs};
+use crate::report::sanitize::sanitize;
 use crate::report::RenderOpts;
 
 /// Where output goes, and how it looks.
@@ -58,12 +59,13 @@ impl Printer {
         &mut *self.out
     }
 
-    /// A note on stderr (silenced by `-q`).
+    /// A note on stderr (silenced by `-q`). Like everything on stderr it is
+    /// sanitized: paths and database text may hold escape sequences or newlines.
     pub fn note(&mut self, msg: &str) {
         // Keep stdout and stderr in order on a shared terminal.
         let _ = self.out.flush();
         if !self.quiet {
-            let _ = writeln!(self.err, "{msg}");
+            let _ = writeln!(self.err, "{}", sanitize(msg));
         }
     }
 
@@ -71,16 +73,16 @@ impl Printer {
     pub fn warn(&mut self, msg: &str) {
         let _ = self.out.flush();
         if !self.quiet {
-            let _ = writeln!(self.err, "warning: {msg}");
+            let _ = writeln!(self.err, "warning: {}", sanitize(msg));
         }
     }
 
-    /// An error and its hint on stderr (never silenced).
+    /// An error and its hint on stderr (never silenced): one line each.
     pub fn error(&mut self, msg: &str, hint: &str) {
         let _ = self.out.flush();
-        let _ = writeln!(self.err, "error: {msg}");
+        let _ = writeln!(self.err, "error: {}", sanitize(msg));
         if !hint.is_empty() {
-            let _ = writeln!(self.err, "hint: {hint}");
+            let _ = writeln!(self.err, "hint: {}", sanitize(hint));
         }
     }
 

@@ -415,7 +415,7 @@ fn render_many(
                         st.to_string(),
                         e.to_string(),
                         w.to_string(),
-                        msg,
+                        crate::report::sanitize::sanitize(&msg),
                     ]);
                 }
                 writeln!(printer.out(), "{t}").map_err(io_err)?;

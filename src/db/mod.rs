@@ -1,9 +1,19 @@
 //! The only module that talks to SQLite.
 //!
-//! Reading never changes the database or its `-wal`: without a `-wal` the file is
-//! opened `immutable=1` (SQLite then creates no `-wal`/`-shm`); with one it is opened
-//! `mode=ro` so committed frames still in the `-wal` are seen. Nothing here
-//! checkpoints, sets `mmap_size`, analyzes, or writes outside `write_txn`.
+//! Reading never changes the database or its `-wal`, and creates nothing beside them:
+//! - a WAL-mode file without `-wal` (no connection has it open) is opened
+//!   `immutable=1`, so SQLite creates no `-wal`/`-shm`;
+//! - with a `-wal` and its `-shm` (Maka running, or crashed) it is opened `mode=ro`,
+//!   so committed frames still in the `-wal` are seen;
+//! - with a `-wal` but no `-shm` (nobody has it open; a copied workspace) a private
+//!   copy of both is read, as SQLite would otherwise create the `-shm`;
+//! - a rollback-journal file is opened `mode=ro` without `immutable`, so another
+//!   writer's lock and a hot journal are honoured, never read through.
+//!
+//! Symbolic links are resolved first: SQLite looks for the `-wal` beside the real
+//! file. A `-wal`, `-shm` or `-journal` that is not a regular file (a FIFO would block
+//! the open) is refused. Nothing here checkpoints, sets `mmap_size`, analyzes, or writes outside
+//! `write_txn`.
 
 pub mod backup;
 pub mod facts;
@@ -36,6 +46,8 @@ pub enum DbError {
     NoDatabaseInDir { path: PathBuf },
     #[error("`{path}` is not a file")]
     NotAFile { path: PathBuf },
+    #[error("`{path}` is not a file (SQLite keeps only files beside a database)")]
+    CompanionNotAFile { path: PathBuf },
     #[error("cannot read `{path}`: {source}")]
     Io {
         path: PathBuf,
@@ -45,8 +57,15 @@ pub enum DbError {
     NotADatabase { path: PathBuf, detail: String },
     #[error("`{path}` is not a Maka workspace database: it has no `runtime_events` table")]
     NotAWorkspace { path: PathBuf },
-    #[error("`{path}` is locked by another connection ({detail})")]
+    #[error(
+        "`{path}` is locked by another connection (gave up after {} s: {detail})",
+        BUSY_TIMEOUT.as_secs()
+    )]
     Busy { path: PathBuf, detail: String },
+    #[error(
+        "`{path}` holds an interrupted write (a hot journal) that only a writer may roll back ({detail})"
+    )]
+    HotJournal { path: PathBuf, detail: String },
     #[error("`{path}` is damaged: {detail}")]
     Corrupt { path: PathBuf, detail: String },
     #[error("`{path}`: {detail}")]
@@ -66,6 +85,10 @@ impl DbError {
                     .into()
             }
             DbError::NotAFile { .. } => "name a workspace directory or a database file".into(),
+            DbError::CompanionNotAFile { .. } => {
+                "move it out of the way (keep it if you are unsure), then run the command again"
+                    .into()
+            }
             DbError::Io { .. } => {
                 "check the file's permissions and that the disk is readable".into()
             }
@@ -75,6 +98,11 @@ impl DbError {
             DbError::Busy { .. } => {
                 "another process holds a lock on the database; wait for it to finish (or quit \
                  Maka) and try again"
+                    .into()
+            }
+            DbError::HotJournal { .. } => {
+                "keep a copy of the file and its `-journal`; opening it once with Maka (or \
+                 `sqlite3`) rolls the interrupted write back, then scan again"
                     .into()
             }
             DbError::Corrupt { .. } => {
@@ -95,6 +123,12 @@ impl DbError {
                 DbError::Busy { path, detail }
             }
             Some(rusqlite::ErrorCode::DatabaseCorrupt) => DbError::Corrupt { path, detail },
+            Some(rusqlite::ErrorCode::ReadOnly)
+                if matches!(e, rusqlite::Error::SqliteFailure(f, _)
+                    if f.extended_code == rusqlite::ffi::SQLITE_READONLY_ROLLBACK) =>
+            {
+                DbError::HotJournal { path, detail }
+            }
             _ => DbError::Sqlite { path, detail },
         }
     }
@@ -140,6 +174,13 @@ pub fn wal_path(db: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// The `-shm` file of a database.
+pub fn shm_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push("-shm");
+    PathBuf::from(s)
+}
+
 /// A workspace database opened for reading.
 pub struct Workspace {
     conn: Connection,
@@ -148,14 +189,16 @@ pub struct Workspace {
     _copy_dir: Option<tempfile::TempDir>,
 }
 
-/// Percent-encodes the characters of a path that mean something in an SQLite
-/// `file:` URI.
+/// A `file:` URI for an SQLite open: every byte of the path outside the unreserved
+/// set is percent-encoded (so `?`, `#`, `%` and bytes that are not UTF-8 survive).
 fn file_uri(path: &Path, query: &str) -> String {
+    use std::os::unix::ffi::OsStrExt;
     let mut uri = String::from("file:");
-    for ch in path.to_string_lossy().chars() {
-        match ch {
-            '?' | '#' | '%' => uri.push_str(&format!("%{:02X}", ch as u32)),
-            c => uri.push(c),
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
         }
     }
     uri.push('?');
@@ -163,21 +206,57 @@ fn file_uri(path: &Path, query: &str) -> String {
     uri
 }
 
+/// What lies beside a database: its `-wal` and `-shm` (and no `-journal`, `-wal` or
+/// `-shm` that is not a regular file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Companions {
+    wal: bool,
+    shm: bool,
+}
+
+fn companions(real: &Path) -> Result<Companions, DbError> {
+    let present = |p: PathBuf| match std::fs::symlink_metadata(&p) {
+        Ok(m) if m.is_file() => Ok(true),
+        Ok(_) => Err(DbError::CompanionNotAFile { path: p }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(DbError::Io { path: p, source: e }),
+    };
+    // SQLite opens a `-journal` it finds (to check for a hot journal): a FIFO there
+    // would block the open forever.
+    let mut journal = real.as_os_str().to_owned();
+    journal.push("-journal");
+    present(PathBuf::from(journal))?;
+    Ok(Companions {
+        wal: present(wal_path(real))?,
+        shm: present(shm_path(real))?,
+    })
+}
+
 impl Workspace {
-    /// Opens `db` read-only without changing it or its `-wal`.
+    /// Opens `db` read-only without changing it or its `-wal` (see the module docs).
     pub fn open_read_only(db: &Path) -> Result<Workspace, DbError> {
-        check_readable(db)?;
-        let wal = wal_path(db);
+        let header = check_readable(db)?;
+        // SQLite finds the `-wal` and `-journal` beside the file a link points to.
+        let real = std::fs::canonicalize(db).map_err(|e| DbError::Io {
+            path: db.to_path_buf(),
+            source: e,
+        })?;
+        let found = companions(&real)?;
+        if found.wal && !found.shm {
+            // Nobody has the file open (a connection keeps its -shm), and opening it
+            // in place would create a -shm beside it.
+            return Workspace::open_private_copy(db, &real);
+        }
+        let immutable = !found.wal && header.wal_mode;
+        let query = if immutable {
+            "mode=ro&immutable=1"
+        } else {
+            "mode=ro"
+        };
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let has_wal = wal.exists();
-        let query = if has_wal {
-            "mode=ro"
-        } else {
-            "mode=ro&immutable=1"
-        };
-        let attempt = Connection::open_with_flags(file_uri(db, query), flags)
+        let attempt = Connection::open_with_flags(file_uri(&real, query), flags)
             .map_err(|e| DbError::from_sqlite(db, &e))
             .and_then(|conn| {
                 let ws = Workspace {
@@ -190,20 +269,20 @@ impl Workspace {
             });
         match attempt {
             Ok(ws) => {
-                if !has_wal && wal.exists() {
+                if immutable && wal_path(&real).exists() {
                     // Maka began writing while we opened: read again through the WAL.
                     return Workspace::open_read_only(db);
                 }
                 Ok(ws)
             }
-            // A WAL database in a directory we cannot write (no `-shm` can be made):
-            // read a private copy instead of touching anything beside the original.
-            Err(DbError::Sqlite { .. }) if has_wal => Workspace::open_private_copy(db),
+            // A WAL database whose -shm we may not write (a read-only directory, or
+            // another user's files): read a private copy instead.
+            Err(DbError::Sqlite { .. }) if found.wal => Workspace::open_private_copy(db, &real),
             Err(e) => Err(e),
         }
     }
 
-    fn open_private_copy(db: &Path) -> Result<Workspace, DbError> {
+    fn open_private_copy(db: &Path, real: &Path) -> Result<Workspace, DbError> {
         let dir = tempfile::tempdir().map_err(|e| DbError::Io {
             path: db.to_path_buf(),
             source: e,
@@ -213,8 +292,8 @@ impl Workspace {
             path: db.to_path_buf(),
             source: e,
         };
-        std::fs::copy(db, &copy).map_err(io)?;
-        std::fs::copy(wal_path(db), wal_path(&copy)).map_err(io)?;
+        std::fs::copy(real, &copy).map_err(io)?;
+        std::fs::copy(wal_path(real), wal_path(&copy)).map_err(io)?;
         let conn = Connection::open_with_flags(
             &copy,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -274,13 +353,19 @@ impl Workspace {
     }
 }
 
-fn check_readable(db: &Path) -> Result<(), DbError> {
+/// What the first 100 bytes say.
+struct Header {
+    /// File format read/write versions 2: the file is in WAL mode.
+    wal_mode: bool,
+}
+
+fn check_readable(db: &Path) -> Result<Header, DbError> {
     use std::io::Read;
     let mut f = std::fs::File::open(db).map_err(|e| DbError::Io {
         path: db.to_path_buf(),
         source: e,
     })?;
-    let mut header = [0u8; 16];
+    let mut header = [0u8; 100];
     let mut got = 0;
     while got < header.len() {
         match f.read(&mut header[got..]) {
@@ -300,11 +385,13 @@ fn check_readable(db: &Path) -> Result<(), DbError> {
             detail: "the file is empty".into(),
         });
     }
-    if got < 16 || header != *b"SQLite format 3\0" {
+    if got < 16 || header[..16] != *b"SQLite format 3\0" {
         return Err(DbError::NotADatabase {
             path: db.to_path_buf(),
             detail: "it does not start with the SQLite header".into(),
         });
     }
-    Ok(())
+    Ok(Header {
+        wal_mode: got >= 20 && header[18] == 2 && header[19] == 2,
+    })
 }

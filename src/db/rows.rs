@@ -482,12 +482,40 @@ impl Workspace {
         rows.collect::<Result<Vec<_>, _>>().map_err(e)
     }
 
-    /// `PRAGMA quick_check` over the whole file (slow on large files).
+    /// `PRAGMA quick_check` over the whole file (slow on large files): its lines,
+    /// `["ok"]` for a sound file. Damage that stops the check itself (SQLite returns
+    /// its problems so far, then fails on the page it cannot read) is one more line,
+    /// not an error: reporting damage is what the check is for.
     pub fn quick_check(&self) -> Result<Vec<String>, DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self.conn().prepare("PRAGMA quick_check").map_err(e)?;
-        let rows = stmt.query_map([], |r| text(r, 0)).map_err(e)?;
-        rows.collect::<Result<Vec<_>, _>>().map_err(e)
+        let mut lines = Vec::new();
+        let stopped = |err: rusqlite::Error, lines: &mut Vec<String>| match err.sqlite_error_code()
+        {
+            Some(rusqlite::ErrorCode::DatabaseCorrupt) => {
+                lines.push(format!("the check stopped: {err}"));
+                Ok(())
+            }
+            _ => Err(self.err(&err)),
+        };
+        let mut stmt = match self.conn().prepare("PRAGMA quick_check") {
+            Ok(s) => s,
+            Err(err) => {
+                stopped(err, &mut lines)?;
+                return Ok(lines);
+            }
+        };
+        let mut rows = stmt.query([]).map_err(e)?;
+        loop {
+            match rows.next() {
+                Ok(Some(r)) => lines.push(text(r, 0).map_err(e)?),
+                Ok(None) => break,
+                Err(err) => {
+                    stopped(err, &mut lines)?;
+                    break;
+                }
+            }
+        }
+        Ok(lines)
     }
 
     /// `payload_json` of the given events (those that exist).
@@ -510,6 +538,7 @@ impl Workspace {
     /// Streams every `core_agent_run_events` row with its run header's `turnId` (null
     /// when the header is missing or has none): `(session, run, sequence, record, turn)`.
     /// Rows are borrowed from SQLite; headers are read once up front, not joined per row.
+    /// Without a `core_agent_runs` table (a damaged schema) every turn is null.
     pub fn for_each_run_event(&self, f: &mut RunEventVisitor<'_>) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut turns: std::collections::HashMap<(String, String), Option<String>> =

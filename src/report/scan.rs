@@ -55,8 +55,10 @@ pub fn render_scan(
     }
 }
 
+/// GitHub's workflow-command escaping, after [`sanitize`]: the log viewer renders
+/// colour escapes, so database text is escaped as on a terminal.
 fn github_escape(s: &str, property: bool) -> String {
-    let mut o = s
+    let mut o = sanitize(s)
         .replace('%', "%25")
         .replace('\r', "%0D")
         .replace('\n', "%0A");

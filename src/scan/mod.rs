@@ -410,7 +410,9 @@ impl Walker {
                 .event(&*row.event_id),
             );
         }
-        self.expected_seq = row.event_seq + 1;
+        // A hostile `event_seq` (i64::MAX, or a huge REAL read as i64::MAX) must not
+        // overflow.
+        self.expected_seq = row.event_seq.saturating_add(1);
     }
 
     /// Assesses and drops the current invocation's runs and operations.

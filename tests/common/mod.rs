@@ -13,11 +13,17 @@ pub struct Output {
 
 /// Runs `wsledger` with `args`, no inherited WSLEDGER_* variables, no colour.
 pub fn wsledger(args: &[&str]) -> Output {
+    wsledger_env(args, &[])
+}
+
+/// [`wsledger`] with extra environment variables.
+pub fn wsledger_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_wsledger"))
         .args(args)
         .env_remove("WSLEDGER_WORKSPACE")
         .env("NO_COLOR", "1")
         .env("COLUMNS", "120")
+        .envs(env.iter().copied())
         .output()
         .expect("run wsledger");
     Output {

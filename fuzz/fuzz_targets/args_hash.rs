@@ -1,0 +1,7 @@
+//! The canonical tool-arguments hash on parsed arguments.
+#![no_main]
+
+#[path = "../harness.rs"]
+mod harness;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harness::args_hash(data));
