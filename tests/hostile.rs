@@ -151,6 +151,7 @@ enum Kind {
     Info,
     Replay,
     Quarantine,
+    QuarantineApply,
 }
 
 /// One command over one entry.
@@ -233,6 +234,12 @@ fn commands(b: &Built) -> Vec<Invocation> {
             args: &["doctor", "finalize-runs", "--format", "json", "--apply"],
             format: Fmt::Json,
             kind: Kind::Apply,
+        },
+        Invocation {
+            label: "quarantine json --apply",
+            args: &["doctor", "quarantine", "--format", "json", "--apply"],
+            format: Fmt::Json,
+            kind: Kind::QuarantineApply,
         },
     ];
     // An error stops a command before it renders anything: one format is enough.
@@ -381,6 +388,7 @@ fn run_entry(name: &str, build: fn() -> Built) {
         std::fs::set_permissions(side.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     let env = test_env(side.path(), &b);
+    let quarantine_out = side.path().join("quarantine");
     // `info` opens and scans like `doctor scan`, and reports without judging.
     let info = match &b.scan {
         Outcome::Error { .. } => b.scan.clone(),
@@ -399,6 +407,8 @@ fn run_entry(name: &str, build: fn() -> Built) {
         Kind::Info => &info,
         Kind::Replay => &b.replay,
         Kind::Quarantine => &quarantine,
+        // Whatever it decides to move: checked by `quarantined_safely`.
+        Kind::QuarantineApply => &quarantine,
     };
     let args_of = |inv: &Invocation| -> Vec<&std::ffi::OsStr> {
         let mut args: Vec<&std::ffi::OsStr> = inv.args.iter().map(|a| a.as_ref()).collect();
@@ -406,13 +416,18 @@ fn run_entry(name: &str, build: fn() -> Built) {
             args.push("--session".as_ref());
             args.push(b.session.as_ref());
         }
+        if inv.kind == Kind::QuarantineApply {
+            // Bundles go to the test's directory, not beside the database.
+            args.push("--out".as_ref());
+            args.push(quarantine_out.as_os_str());
+        }
         args.push("--workspace".as_ref());
         args.push(b.arg.as_os_str());
         args
     };
     let (read_only, writing): (Vec<Invocation>, Vec<Invocation>) = commands(&b)
         .into_iter()
-        .partition(|i| i.kind != Kind::Apply);
+        .partition(|i| !matches!(i.kind, Kind::Apply | Kind::QuarantineApply));
     // The read-only commands run side by side (a busy wait of one does not hold up the
     // others); none of them may change anything.
     let before = snapshot(&b);
@@ -441,6 +456,10 @@ fn run_entry(name: &str, build: fn() -> Built) {
         let before = snapshot(&b);
         let args = args_of(inv);
         let r = run(&args, &env, b.as_nobody, b.timeout);
+        if inv.kind == Kind::QuarantineApply {
+            quarantined_safely(name, inv, &b, &r, &before);
+            continue;
+        }
         check(name, inv, want(inv.kind), &r);
         if b.apply_writes() {
             applied_cleanly(name, &b, &args, &env);
@@ -455,6 +474,57 @@ fn run_entry(name: &str, build: fn() -> Built) {
     }
     drop(b.guard);
     drop(b.owner_lock);
+}
+
+/// `doctor quarantine --apply` on a corpus entry: whatever it decides, the documented
+/// shape (exit 2 with one `error:` and a `hint:` line, or a JSON document), no panic,
+/// and either nothing changed or it applied and the file passes `integrity_check`.
+fn quarantined_safely(
+    name: &str,
+    inv: &Invocation,
+    b: &Built,
+    r: &Run,
+    before: &[(String, String)],
+) {
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    let ctx = format!("{name} / {}: exit {}\n{stderr}", inv.label, r.status);
+    assert!(!stderr.contains("panicked"), "{ctx}");
+    assert!(!r.stderr.contains(&0x1b), "raw ESC on stderr: {ctx}");
+    let applied = match r.status {
+        2 => {
+            assert!(r.stdout.is_empty(), "{ctx}");
+            let lines: Vec<&str> = stderr.lines().collect();
+            assert_eq!(
+                lines.iter().filter(|l| l.starts_with("error:")).count(),
+                1,
+                "{ctx}"
+            );
+            assert!(
+                lines.last().is_some_and(|l| l.starts_with("hint: ")),
+                "{ctx}"
+            );
+            false
+        }
+        0 | 1 => {
+            let doc: serde_json::Value = serde_json::from_slice(&r.stdout)
+                .unwrap_or_else(|e| panic!("not one JSON document ({e}): {ctx}"));
+            doc["applied"] == true
+        }
+        other => panic!("exit {other}: {ctx}"),
+    };
+    if applied {
+        let c = rusqlite::Connection::open_with_flags(
+            &b.watch[0],
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .unwrap();
+        let ok: String = c
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(ok, "ok", "{ctx}");
+    } else {
+        assert_eq!(before, snapshot(b), "{ctx}: wrote nothing, changed a file");
+    }
 }
 
 /// After an `--apply` that wrote: the file passes `integrity_check`, a backup was
@@ -574,6 +644,7 @@ corpus_tests!(
     session_payload_not_json,
     escapes_in_ids_and_text,
     escapes_in_the_path,
+    uri_characters_in_the_path,
     wal_without_shm,
     wal_with_shm,
     wal_is_a_directory,
@@ -701,5 +772,27 @@ fn hostile_session_bundles() {
                 &r,
             );
         }
+    }
+}
+
+/// Builds every entry and leaves it on disk, printing where: to look at an entry by
+/// hand (`cargo test --test hostile -- --ignored keep_the_corpus --nocapture`).
+/// Lock holders are released, so the locked entries are then plain files.
+#[test]
+#[ignore = "leaves the corpus in the temporary directory; run by hand"]
+fn keep_the_corpus() {
+    use std::io::Write;
+    let mut out = std::io::stdout();
+    for (name, build) in corpus::ENTRIES {
+        let b = build();
+        let arg = b.arg.clone();
+        let dir = b.tmp.keep();
+        writeln!(
+            out,
+            "{name}: --workspace {} (in {})",
+            arg.display(),
+            dir.display()
+        )
+        .unwrap();
     }
 }

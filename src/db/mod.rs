@@ -395,3 +395,39 @@ fn check_readable(db: &Path) -> Result<Header, DbError> {
         wal_mode: got >= 20 && header[18] == 2 && header[19] == 2,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_uris_encode_every_byte_that_could_mean_something() {
+        use std::os::unix::ffi::OsStrExt;
+        let p = Path::new(std::ffi::OsStr::from_bytes(
+            b"/w s/a?b#c%d\xff/runtime.sqlite",
+        ));
+        assert_eq!(
+            file_uri(p, "mode=ro"),
+            "file:/w%20s/a%3Fb%23c%25d%FF/runtime.sqlite?mode=ro"
+        );
+    }
+
+    #[test]
+    fn a_fifo_beside_the_database_is_refused_not_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runtime.sqlite");
+        std::fs::write(&db, b"").unwrap();
+        let fifo = dir.path().join("runtime.sqlite-journal");
+        let ok = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            return; // no mkfifo here; the CLI corpus covers it
+        }
+        match companions(&db) {
+            Err(DbError::CompanionNotAFile { path }) => assert_eq!(path, fifo),
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -892,6 +892,19 @@ pub fn escapes_in_the_path() -> Built {
     )
 }
 
+/// A workspace path with the characters that mean something in an SQLite `file:` URI
+/// (and a space, and a byte that is not UTF-8).
+pub fn uri_characters_in_the_path() -> Built {
+    use std::os::unix::ffi::OsStrExt;
+    let t = tmp();
+    let name = std::ffi::OsStr::from_bytes(b"w s?x=1#frag%41\xff");
+    let ws = t.path().join(name);
+    std::fs::create_dir(&ws).unwrap();
+    set_mode(&ws, 0o755);
+    std::fs::copy("fixtures/healthy/runtime.sqlite", ws.join("runtime.sqlite")).unwrap();
+    Built::new(t, ws, Outcome::report(0, &[]))
+}
+
 // ---- -wal, permissions, locks, links -----------------------------------------------
 
 pub fn wal_without_shm() -> Built {
@@ -1435,6 +1448,7 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("session_payload_not_json", session_payload_not_json),
     ("escapes_in_ids_and_text", escapes_in_ids_and_text),
     ("escapes_in_the_path", escapes_in_the_path),
+    ("uri_characters_in_the_path", uri_characters_in_the_path),
     ("wal_without_shm", wal_without_shm),
     ("wal_with_shm", wal_with_shm),
     ("wal_is_a_directory", wal_is_a_directory),
