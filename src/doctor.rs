@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::db::{
     DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace,
 };
-use crate::scan::{ScanReport, ScanStore, Tables, Walker};
+use crate::scan::{HeaderBrief, ScanReport, ScanStore, Tables, Walker};
 
 /// Options of a scan.
 #[derive(Clone, Copy, Debug, Default)]
@@ -17,6 +17,9 @@ pub struct ScanOptions {
     /// Keep a report for every run in [`ScanReport::runs`] (by default only runs that
     /// are not plainly terminal are kept, so memory does not grow with the file).
     pub all_runs: bool,
+    /// The progress callback does not use the total (no bar is shown): skip counting
+    /// `runtime_events` before the walk (the callback then gets 0 as the total).
+    pub no_total: bool,
 }
 
 /// The scan's point lookups, on the workspace's connection.
@@ -27,6 +30,90 @@ struct Store<'a> {
     has_journal: bool,
     has_ordinals: bool,
     gone: Exclusion,
+    /// Digests of the stored projections, when usable (see `read_digests`).
+    digests: Option<crate::scan::projection::StoredDigests>,
+    /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable.
+    briefs: Option<HeaderBriefs>,
+}
+
+/// Every decodable run header, reduced ([`HeaderBrief`]), by fingerprint of
+/// `(session, run)`. Memory: about 100 bytes per run header.
+struct HeaderBriefs {
+    hashers: (
+        std::collections::hash_map::RandomState,
+        std::collections::hash_map::RandomState,
+    ),
+    map: std::collections::HashMap<u128, HeaderBrief>,
+}
+
+impl HeaderBriefs {
+    fn key(&self, s: &str, r: &str) -> u128 {
+        use std::hash::BuildHasher;
+        (u128::from(self.hashers.0.hash_one((s, r))) << 64)
+            | u128::from(self.hashers.1.hash_one((s, r)))
+    }
+}
+
+impl Store<'_> {
+    /// Reads the digests of the stored tool projections in one pass over each table.
+    /// Not for an after-scan (exclusions change what the lookups return), and not
+    /// when an operation id is not UTF-8 text (a lookup by text would not find it).
+    fn read_digests(&mut self) -> Result<(), DbError> {
+        if !self.gone.sessions.is_empty() {
+            return Ok(());
+        }
+        let mut d = crate::scan::projection::StoredDigests::with_capacity(if self.has_operations {
+            self.ws.count_rows("tool_operations")? as usize
+        } else {
+            0
+        });
+        let mut usable = true;
+        if self.has_operations {
+            self.ws.for_each_operation_row(|row, key_ok| {
+                usable &= key_ok;
+                d.add_operation(row);
+            })?;
+        }
+        if self.has_journal && usable {
+            self.ws.for_each_journal_row(|row, key_ok| {
+                usable &= key_ok;
+                d.add_journal(row);
+            })?;
+        }
+        self.digests = usable.then_some(d);
+        Ok(())
+    }
+
+    /// Reads and decodes every run header once. Not for an after-scan. A header that
+    /// does not decode, or whose keys are not UTF-8 text, is left out (its run is
+    /// then looked up as before).
+    fn read_briefs(&mut self) -> Result<(), DbError> {
+        if !self.gone.sessions.is_empty() || !self.has_headers {
+            return Ok(());
+        }
+        let mut b = HeaderBriefs {
+            hashers: Default::default(),
+            // Sized once: no transient doubling while it fills.
+            map: std::collections::HashMap::with_capacity(
+                self.ws.count_rows("core_agent_runs")? as usize
+            ),
+        };
+        self.ws.for_each_header_row(|row, keys_ok| {
+            if !keys_ok {
+                return;
+            }
+            if let Ok(h) =
+                crate::header::decode_header(&row.record_json, &row.session_id, &row.run_id)
+            {
+                let k = b.key(&row.session_id, &row.run_id);
+                if let Some(brief) = HeaderBrief::new(&h) {
+                    b.map.insert(k, brief);
+                }
+            }
+        })?;
+        self.briefs = Some(b);
+        Ok(())
+    }
 }
 
 /// What Maka's conversation deletion of some sessions removes, for a scan of the
@@ -111,6 +198,19 @@ impl ScanStore for Store<'_> {
         }
         let row = self.ws.operation_by_call(invocation_id, tool_call_id)?;
         Ok(if self.gone.operation(&row) { None } else { row })
+    }
+    fn header_brief(&mut self, session_id: &str, run_id: &str) -> Option<&HeaderBrief> {
+        let b = self.briefs.as_ref()?;
+        b.map.get(&b.key(session_id, run_id))
+    }
+    fn projection_matches(
+        &mut self,
+        op: &crate::ledger::scanner::Operation,
+        commits: &std::collections::HashMap<String, i64>,
+    ) -> bool {
+        self.digests
+            .as_ref()
+            .is_some_and(|d| d.matches(op, commits))
     }
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError> {
         if !self.has_journal {
@@ -231,7 +331,7 @@ pub fn scan_workspace_without(
             path: ws.path().to_path_buf(),
         });
     }
-    let total = ws.event_count()?;
+    let total = if opts.no_total { 0 } else { ws.event_count()? };
     let mut store = Store {
         ws,
         has_headers: has("core_agent_runs"),
@@ -239,7 +339,11 @@ pub fn scan_workspace_without(
         has_journal: has("tool_journal_events"),
         has_ordinals: has("runtime_session_event_ordinals"),
         gone: Exclusion::read(ws, excluded, has("tool_operations"))?,
+        digests: None,
+        briefs: None,
     };
+    store.read_digests()?;
+    store.read_briefs()?;
     let mut walker = Walker::new().keep_all_runs(opts.all_runs);
     let mut n = 0u64;
     ws.for_each_event_ref(|row| {

@@ -280,11 +280,66 @@ pub fn check_run_event(
     run_id: &str,
     turn_id: Option<&str>,
 ) -> Result<(), String> {
-    let value: Value =
-        serde_json::from_str(record_json).map_err(|e| format!("record is not JSON: {e}"))?;
-    let Value::Object(o) = value else {
-        return Err("record is not a JSON object".into());
-    };
+    // The fast path: one borrowed pass. Anything it refuses (including a repeated key,
+    // which JSON.parse accepts with its last value) is judged again by the exact path.
+    if let Ok(r) = serde_json::from_str::<RunEventRecord<'_>>(record_json) {
+        let ok = !r.ty.trim().is_empty()
+            && r.ts.is_finite()
+            && r.message.is_none_or(|m| m.get().starts_with('"'))
+            && r.data.is_none_or(|d| d.get().starts_with('{'))
+            && r.session_id == session_id
+            && r.run_id == run_id
+            && turn_id.is_none_or(|t| r.turn_id == t);
+        if ok {
+            return Ok(());
+        }
+    }
+    check_run_event_exact(record_json, session_id, run_id, turn_id)
+}
+
+/// A run event record's top level, borrowed. `message` and `data` stay raw so that a
+/// `null` (which Maka refuses) is seen as present.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunEventRecord<'a> {
+    #[serde(rename = "type", borrow)]
+    ty: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    #[allow(dead_code)]
+    id: std::borrow::Cow<'a, str>,
+    #[serde(rename = "runId", borrow)]
+    run_id: std::borrow::Cow<'a, str>,
+    #[serde(rename = "sessionId", borrow)]
+    session_id: std::borrow::Cow<'a, str>,
+    #[serde(rename = "turnId", borrow)]
+    turn_id: std::borrow::Cow<'a, str>,
+    ts: f64,
+    #[serde(default, borrow, deserialize_with = "raw_present")]
+    message: Option<&'a serde_json::value::RawValue>,
+    #[serde(default, borrow, deserialize_with = "raw_present")]
+    data: Option<&'a serde_json::value::RawValue>,
+}
+
+/// A present key, whatever its value (`null` included).
+fn raw_present<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<&'de serde_json::value::RawValue>, D::Error> {
+    <&serde_json::value::RawValue as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// The exact check, with a reason: top-level keys only, values left unparsed.
+fn check_run_event_exact(
+    record_json: &str,
+    session_id: &str,
+    run_id: &str,
+    turn_id: Option<&str>,
+) -> Result<(), String> {
+    use serde_json::value::RawValue;
+    // Top-level keys only, values left unparsed: this runs on every run event of the
+    // workspace, and `data` can be large. A repeated key keeps its last value, as in
+    // `JSON.parse`.
+    let map: std::collections::HashMap<String, &RawValue> = serde_json::from_str(record_json)
+        .map_err(|e| format!("record is not a JSON object: {e}"))?;
     const KEYS: &[&str] = &[
         "type",
         "id",
@@ -295,36 +350,45 @@ pub fn check_run_event(
         "message",
         "data",
     ];
-    if let Some(k) = o.keys().find(|k| !KEYS.contains(&k.as_str())) {
+    let mut unknown: Vec<&String> = map.keys().filter(|k| !KEYS.contains(&k.as_str())).collect();
+    unknown.sort();
+    if let Some(k) = unknown.first() {
         return Err(format!("unknown key `{k}`"));
     }
-    let s = |k: &str| o.get(k).and_then(Value::as_str);
-    if s("type").is_none_or(|t| t.trim().is_empty()) {
+    let string = |k: &str| -> Option<String> {
+        map.get(k)
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+    };
+    if string("type").is_none_or(|t| t.trim().is_empty()) {
         return Err("`type` is not a non-blank string".into());
     }
     for k in ["id", "runId", "sessionId", "turnId"] {
-        if s(k).is_none() {
+        if string(k).is_none() {
             return Err(format!("`{k}` is not a string"));
         }
     }
-    if !o
+    let ts = map
         .get("ts")
-        .and_then(Value::as_f64)
-        .is_some_and(f64::is_finite)
-    {
+        .and_then(|raw| serde_json::from_str::<f64>(raw.get()).ok());
+    if !ts.is_some_and(f64::is_finite) {
         return Err("`ts` is not a finite number".into());
     }
-    if o.get("message").is_some_and(|m| !m.is_string()) {
+    if map.contains_key("message") && string("message").is_none() {
         return Err("`message` is not a string".into());
     }
-    if o.get("data").is_some_and(|d| !d.is_object()) {
+    if map
+        .get("data")
+        .is_some_and(|raw| !raw.get().trim_start().starts_with('{'))
+    {
         return Err("`data` is not an object".into());
     }
-    if s("sessionId") != Some(session_id) || s("runId") != Some(run_id) {
+    if string("sessionId").as_deref() != Some(session_id)
+        || string("runId").as_deref() != Some(run_id)
+    {
         return Err("its sessionId/runId differ from the run's".into());
     }
     if let Some(t) = turn_id {
-        if s("turnId") != Some(t) {
+        if string("turnId").as_deref() != Some(t) {
             return Err("its turnId differs from the run header's".into());
         }
     }
@@ -353,5 +417,29 @@ mod run_event_tests {
         )
         .is_err());
         assert!(check_run_event("{", "s", "r", None).is_err());
+        // Present but null is not absent.
+        assert!(check_run_event(
+            &ok.replace("\"ts\":1", "\"ts\":1,\"message\":null"),
+            "s",
+            "r",
+            None
+        )
+        .is_err());
+        assert!(check_run_event(
+            &ok.replace("\"ts\":1", "\"ts\":1,\"data\":null"),
+            "s",
+            "r",
+            None
+        )
+        .is_err());
+        assert!(check_run_event(&ok.replace("\"ts\":1", "\"ts\":\"1\""), "s", "r", None).is_err());
+        // A repeated key takes its last value, as JSON.parse does.
+        let dup = ok.replace("\"ts\":1", "\"ts\":1,\"type\":\"run_failed\"");
+        assert!(check_run_event(&dup, "s", "r", Some("t")).is_ok());
+        let ok_data = ok.replace(
+            "\"ts\":1",
+            "\"ts\":1.5,\"message\":\"m\",\"data\":{\"a\":[1]}",
+        );
+        assert!(check_run_event(&ok_data, "s", "r", Some("t")).is_ok());
     }
 }

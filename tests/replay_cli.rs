@@ -514,7 +514,7 @@ fn database_text_is_escaped_and_colour_is_only_on_request() {
 #[test]
 fn readme_documents_every_divergence_and_note_code() {
     let readme = std::fs::read_to_string("README.md").unwrap();
-    let section = &readme[readme.find("## replay").expect("a `## replay` section")..];
+    let section = &readme[readme.find("## `replay`").expect("a `## replay` section")..];
     for (code, meaning) in wsledger::replay::DIVERGENCE_CODES
         .iter()
         .chain(wsledger::replay::NOTE_CODES)

@@ -102,6 +102,7 @@ pub fn run(
     let opts = ScanOptions {
         integrity: args.integrity,
         all_runs: false,
+        no_total: !printer.progress,
     };
     // Several workspaces are scanned in parallel, one per core; results keep the
     // argument order.

@@ -111,8 +111,18 @@ pub(super) fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
         ValueRef::Null => String::new(),
         ValueRef::Integer(n) => n.to_string(),
         ValueRef::Real(f) => f.to_string(),
-        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+        ValueRef::Text(b) | ValueRef::Blob(b) => lossy(b).into_owned(),
     })
+}
+
+/// `String::from_utf8_lossy`, with the (much faster) strict check tried first: valid
+/// UTF-8, the usual case, is borrowed as is; only other bytes go through the lossy
+/// conversion.
+fn lossy(b: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(b) {
+        Ok(s) => Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(b),
+    }
 }
 
 pub(super) fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
@@ -527,28 +537,51 @@ impl Workspace {
 
     /// Streams every `core_agent_run_events` row with its run header's `turnId` (null
     /// when the header is missing or has none): `(session, run, sequence, record, turn)`.
+    /// Rows are borrowed from SQLite; headers are read once up front, not joined per row.
     /// Without a `core_agent_runs` table (a damaged schema) every turn is null.
     pub fn for_each_run_event(&self, f: &mut RunEventVisitor<'_>) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let sql = if self.has_table("core_agent_runs")? {
-            "SELECT e.session_id, e.run_id, e.sequence, e.record_json, \
-             CASE WHEN json_valid(h.record_json) THEN json_extract(h.record_json, '$.turnId') END \
-             FROM core_agent_run_events e LEFT JOIN core_agent_runs h \
-             ON h.session_id = e.session_id AND h.run_id = e.run_id \
-             ORDER BY e.session_id, e.run_id, e.sequence"
-        } else {
-            "SELECT session_id, run_id, sequence, record_json, NULL \
-             FROM core_agent_run_events ORDER BY session_id, run_id, sequence"
-        };
-        let mut stmt = self.conn().prepare(sql).map_err(e)?;
+        let mut turns: std::collections::HashMap<(String, String), Option<String>> =
+            std::collections::HashMap::new();
+        if self.has_table("core_agent_runs")? {
+            let mut stmt = self
+                .conn()
+                .prepare(
+                    "SELECT session_id, run_id, CASE WHEN json_valid(record_json) \
+                     THEN json_extract(record_json, '$.turnId') END FROM core_agent_runs",
+                )
+                .map_err(e)?;
+            let mut rows = stmt.query([]).map_err(e)?;
+            while let Some(r) = rows.next().map_err(e)? {
+                let turn = match r.get_ref(2).map_err(e)? {
+                    ValueRef::Text(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                    _ => None,
+                };
+                turns.insert((text(r, 0).map_err(e)?, text(r, 1).map_err(e)?), turn);
+            }
+        }
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events \
+                 ORDER BY session_id, run_id, sequence",
+            )
+            .map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
+        let mut key = (String::new(), String::new());
+        let mut turn: Option<String> = None;
         while let Some(r) = rows.next().map_err(e)? {
-            let turn = opt_text(r, 4).map_err(e)?;
+            let (s, run) = (text_ref(r, 0).map_err(e)?, text_ref(r, 1).map_err(e)?);
+            if key.0 != *s || key.1 != *run {
+                key = (s.into_owned(), run.into_owned());
+                turn = turns.get(&key).cloned().flatten();
+            }
+            let record = text_ref(r, 3).map_err(e)?;
             f(
-                &text(r, 0).map_err(e)?,
-                &text(r, 1).map_err(e)?,
+                &key.0,
+                &key.1,
                 int(r, 2).map_err(e)?,
-                &text(r, 3).map_err(e)?,
+                &record,
                 turn.as_deref(),
             );
         }
@@ -601,7 +634,7 @@ fn text_ref<'a>(row: &'a Row<'_>, i: usize) -> rusqlite::Result<Cow<'a, str>> {
         ValueRef::Null => Cow::Borrowed(""),
         ValueRef::Integer(n) => Cow::Owned(n.to_string()),
         ValueRef::Real(f) => Cow::Owned(f.to_string()),
-        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b),
+        ValueRef::Text(b) | ValueRef::Blob(b) => lossy(b),
     })
 }
 
@@ -880,6 +913,124 @@ impl Workspace {
                 int(r, 1).map_err(e)?,
                 &text_ref(r, 2).map_err(e)?,
             );
+        }
+        Ok(())
+    }
+}
+
+/// Whether column `i` is text that is valid UTF-8 (so that reading it as text and
+/// comparing it with a bound text parameter agree).
+fn is_utf8_text(row: &Row<'_>, i: usize) -> rusqlite::Result<bool> {
+    Ok(matches!(row.get_ref(i)?, ValueRef::Text(b) if std::str::from_utf8(b).is_ok()))
+}
+
+/// One `tool_operations` row as SQLite hands it out (valid during the callback),
+/// converted as [`OperationRow`] converts it, borrowed where it can be.
+pub struct OperationRowRef<'a> {
+    pub operation_id: Cow<'a, str>,
+    /// `invocation_id, run_id, turn_id, provider_tool_call_id, tool_name,
+    /// canonical_args_hash, recovery_mode, current_state, call_event_id`.
+    pub texts: [Cow<'a, str>; 9],
+    pub result_event_id: Option<Cow<'a, str>>,
+    pub version: i64,
+    pub dispatch_event_id: Option<Cow<'a, str>>,
+}
+
+/// One `tool_journal_events` row as SQLite hands it out, converted as
+/// [`JournalRow`] converts it (without `journal_seq`).
+pub struct JournalRowRef<'a> {
+    /// `journal_event_id, operation_id, invocation_id, run_id, turn_id, state`.
+    pub texts: [Cow<'a, str>; 6],
+    /// `runtime_event_id, canonical_args_hash, recovery_mode, metadata_json`.
+    pub opts: [Option<Cow<'a, str>>; 4],
+    pub committed_at: i64,
+}
+
+fn opt_text_ref<'a>(row: &'a Row<'_>, i: usize) -> rusqlite::Result<Option<Cow<'a, str>>> {
+    Ok(match row.get_ref(i)? {
+        ValueRef::Null => None,
+        _ => Some(text_ref(row, i)?),
+    })
+}
+
+impl Workspace {
+    /// Streams every `tool_operations` row in table order, borrowed, with whether its
+    /// `operation_id` is UTF-8 text.
+    pub fn for_each_operation_row(
+        &self,
+        mut f: impl FnMut(&OperationRowRef<'_>, bool),
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(&format!("SELECT {OPERATION_COLUMNS} FROM tool_operations"))
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let t = |i| text_ref(r, i).map_err(e);
+            let row = OperationRowRef {
+                operation_id: t(0)?,
+                texts: [
+                    t(1)?,
+                    t(2)?,
+                    t(3)?,
+                    t(4)?,
+                    t(5)?,
+                    t(6)?,
+                    t(7)?,
+                    t(8)?,
+                    t(9)?,
+                ],
+                result_event_id: opt_text_ref(r, 10).map_err(e)?,
+                version: int(r, 11).map_err(e)?,
+                dispatch_event_id: opt_text_ref(r, 12).map_err(e)?,
+            };
+            f(&row, is_utf8_text(r, 0).map_err(e)?);
+        }
+        Ok(())
+    }
+
+    /// Streams every `tool_journal_events` row in table order, borrowed, with whether
+    /// its `operation_id` is UTF-8 text.
+    pub fn for_each_journal_row(
+        &self,
+        mut f: impl FnMut(&JournalRowRef<'_>, bool),
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(&format!(
+                "SELECT {JOURNAL_COLUMNS} FROM tool_journal_events"
+            ))
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let t = |i| text_ref(r, i).map_err(e);
+            let o = |i| opt_text_ref(r, i).map_err(e);
+            let row = JournalRowRef {
+                texts: [t(1)?, t(2)?, t(3)?, t(4)?, t(5)?, t(6)?],
+                opts: [o(7)?, o(8)?, o(9)?, o(10)?],
+                committed_at: int(r, 11).map_err(e)?,
+            };
+            f(&row, is_utf8_text(r, 2).map_err(e)?);
+        }
+        Ok(())
+    }
+}
+
+impl Workspace {
+    /// Streams every `core_agent_runs` row in table order, with whether its
+    /// `session_id` and `run_id` are UTF-8 text.
+    pub fn for_each_header_row(&self, mut f: impl FnMut(&HeaderRow, bool)) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(&format!("SELECT {HEADER_COLUMNS} FROM core_agent_runs"))
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let keys_ok = is_utf8_text(r, 0).map_err(e)? && is_utf8_text(r, 1).map_err(e)?;
+            f(&header_row(r).map_err(e)?, keys_ok);
         }
         Ok(())
     }

@@ -7,7 +7,10 @@
 //! against their stored projection rows (point lookups through a [`ScanStore`]), and
 //! both are dropped. What stays for the whole walk is small per item: a 128-bit
 //! fingerprint per run seen, Maka's operation-id index (about 50 bytes per bound
-//! operation), a 128-bit sum over event ids (for the ordinal check), and findings.
+//! operation), a 128-bit sum over event ids (for the ordinal check), and findings. A
+//! store may also answer from what it read once up front (a [`HeaderBrief`] per run
+//! header, a projection digest per operation id) so that plainly terminal runs and
+//! operations whose stored projection matches need no lookup.
 //!
 //! Exactness does not depend on the usual shapes: a run whose rows come back in a
 //! later invocation is re-read from the store and assessed again; an operation
@@ -115,6 +118,18 @@ pub trait ScanStore {
         invocation_id: &str,
         tool_call_id: &str,
     ) -> Result<Option<OperationRow>, DbError>;
+    /// Whether the stored projection rows of `op`'s operation id are known to be
+    /// exactly the rows Maka's rebuild writes (see [`projection::StoredDigests`]), so
+    /// that [`ScanStore::operation`] and [`ScanStore::journal`] need not be asked.
+    /// `false` when unknown.
+    fn projection_matches(&mut self, _op: &Operation, _commits: &HashMap<String, i64>) -> bool {
+        false
+    }
+    /// The decoded header of `(session, run)` reduced to what classifying its run
+    /// needs, when known without a lookup (see [`HeaderBrief`]); `None` when unknown.
+    fn header_brief(&mut self, _session_id: &str, _run_id: &str) -> Option<&HeaderBrief> {
+        None
+    }
     /// The journal rows of an operation id, in journal order.
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError>;
     /// Every row of one run, in scan order.
@@ -139,6 +154,76 @@ pub trait ScanStore {
     /// Events without an ordinal row `(event_id, session_id, run_id)` (the exact, slow
     /// query; only run when the fast check fails).
     fn events_without_ordinal(&mut self) -> Result<Vec<(String, String, String)>, DbError>;
+}
+
+/// A run header that decodes, reduced to the fields the run classification reads
+/// (the row's session and run are its key). Kept per run for the whole walk by a
+/// store that reads `core_agent_runs` once, so that a plainly terminal run needs no
+/// header lookup; any other run is assessed again from the looked-up row.
+///
+/// Stored compactly (one allocation): `text` holds the turn id, then the failure
+/// class, then the abort source; `lens` their byte lengths, `u32::MAX` for absent.
+#[derive(Clone, Debug)]
+pub struct HeaderBrief {
+    text: Box<str>,
+    lens: [u32; 3],
+    status: crate::header::HeaderStatus,
+}
+
+impl HeaderBrief {
+    /// `None` for a header whose fields do not fit (longer than 4 GiB).
+    pub fn new(h: &RunHeader) -> Option<HeaderBrief> {
+        let parts = [
+            Some(h.turn_id.as_str()),
+            h.failure_class.as_deref(),
+            h.abort_source.as_deref(),
+        ];
+        let mut text = String::new();
+        let mut lens = [u32::MAX; 3];
+        for (len, part) in lens.iter_mut().zip(parts) {
+            if let Some(p) = part {
+                *len = u32::try_from(p.len()).ok().filter(|&n| n != u32::MAX)?;
+                text.push_str(p);
+            }
+        }
+        Some(HeaderBrief {
+            text: text.into_boxed_str(),
+            lens,
+            status: h.status,
+        })
+    }
+
+    fn parts(&self) -> [Option<&str>; 3] {
+        let mut at = 0usize;
+        self.lens.map(|len| {
+            (len != u32::MAX).then(|| {
+                let p = &self.text[at..at + len as usize];
+                at += len as usize;
+                p
+            })
+        })
+    }
+
+    /// A header with these fields and nothing else (enough for
+    /// [`runs::assess_header_run`]).
+    fn header(&self, session_id: &str, run_id: &str) -> RunHeader {
+        let [turn, failure_class, abort_source] = self.parts();
+        RunHeader {
+            run_id: run_id.to_owned(),
+            session_id: session_id.to_owned(),
+            turn_id: turn.unwrap_or_default().to_owned(),
+            invocation_id: None,
+            status: self.status,
+            created_at: 0.0,
+            updated_at: 0.0,
+            completed_at: None,
+            failure_class: failure_class.map(str::to_owned),
+            abort_source: abort_source.map(str::to_owned),
+            tool_mode: None,
+            trace_write_error: None,
+            record: serde_json::Map::new(),
+        }
+    }
 }
 
 /// Where a run's result sorts among the run findings: headers in Maka's session order
@@ -345,6 +430,11 @@ impl Walker {
                 self.split_runs.insert((s, r));
                 continue;
             }
+            if !self.keep_all_runs && plainly_terminal(&s, &r, &acc, store) {
+                // What `assess_run` would find, and `keep` drop.
+                self.headers_found += 1;
+                continue;
+            }
             let result = self.assess_run(s, r, &acc, store)?;
             self.keep(result);
         }
@@ -361,7 +451,7 @@ impl Walker {
         if let Some(f) = projection::unsettled_finding(op) {
             self.unsettled.push((op_id.clone(), f));
         }
-        if projection::is_expected(op) {
+        if projection::is_expected(op) && !store.projection_matches(op, &self.inv_commits) {
             let id = op_id.to_string();
             let stored = store.operation(&id)?;
             let journal = store.journal(&id)?;
@@ -606,6 +696,16 @@ impl Walker {
             extra_findings,
         ))
     }
+}
+
+/// Whether the run has a decodable header known to the store and is plainly
+/// terminal: no findings, state `Terminal`.
+fn plainly_terminal(s: &str, r: &str, acc: &RunAcc, store: &mut dyn ScanStore) -> bool {
+    let Some(brief) = store.header_brief(s, r) else {
+        return false;
+    };
+    let (report, findings) = runs::assess_header_run(&brief.header(s, r), acc);
+    report.state == runs::RunState::Terminal && findings.is_empty()
 }
 
 fn assess_with_header(row: &HeaderRow, acc: &RunAcc) -> RunResult {

@@ -2,14 +2,18 @@
 //! comparison of the stored tool projections with a rebuild from the log (Maka's
 //! `rebuildToolProjectionsFromRuntimeEvents`, which keeps dispatched operations only).
 
+use std::borrow::Cow;
+use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash};
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::report::{Occurrence, SupersessionGroup};
-use crate::db::{JournalRow, OperationRow, StoredOperationKey};
+use crate::db::{JournalRow, JournalRowRef, OperationRow, OperationRowRef, StoredOperationKey};
 use crate::findings::Finding;
+use crate::json::JsStr;
 use crate::ledger::scanner::{IssueCode, LedgerIssue, Operation, ToolLedgerScan};
 
 /// A scanner issue as a finding (code verbatim, attributed to the event's session and run).
@@ -720,4 +724,204 @@ pub fn duplicate_operation_group(
         identical: None,
         projection_keeps: kept,
     })
+}
+
+/// A string as `to_string` renders it, borrowed when it is UTF-8.
+fn t(s: &JsStr) -> Cow<'_, str> {
+    s.as_str()
+        .map_or_else(|| Cow::Owned(s.to_string_lossy()), Cow::Borrowed)
+}
+
+/// Digests of the stored tool projections, one per operation id, read once in table
+/// order: lets the walk skip the point lookups of an operation whose stored rows are
+/// exactly the rows Maka's rebuild writes (the usual case). A digest is a 128-bit sum
+/// (keyed SipHash, random keys per scan) over the compared columns of the operation's
+/// `tool_operations` row and of each of its journal rows, so it is equal exactly when
+/// [`operation_diffs`] finds nothing, up to a 2^-128 chance; whenever it differs the
+/// caller does the exact lookups. Memory: one map entry (two 128-bit numbers) per
+/// operation id.
+pub struct StoredDigests {
+    hashers: (RandomState, RandomState),
+    sums: HashMap<u128, u128>,
+}
+
+impl Default for StoredDigests {
+    fn default() -> Self {
+        StoredDigests::new()
+    }
+}
+
+impl StoredDigests {
+    pub fn new() -> StoredDigests {
+        StoredDigests {
+            hashers: (RandomState::new(), RandomState::new()),
+            sums: HashMap::new(),
+        }
+    }
+
+    /// Room for `n` operation ids without growing.
+    pub fn with_capacity(n: usize) -> StoredDigests {
+        StoredDigests {
+            hashers: (RandomState::new(), RandomState::new()),
+            sums: HashMap::with_capacity(n),
+        }
+    }
+
+    fn hash<T: Hash + ?Sized>(&self, v: &T) -> u128 {
+        (u128::from(self.hashers.0.hash_one(v)) << 64) | u128::from(self.hashers.1.hash_one(v))
+    }
+
+    /// The compared columns of an operation row (every column but the key).
+    fn operation_hash(
+        &self,
+        texts: [&str; 9],
+        result_event_id: Option<&str>,
+        version: i64,
+        dispatch_event_id: Option<&str>,
+    ) -> u128 {
+        self.hash(&(
+            "operation",
+            texts,
+            result_event_id,
+            version,
+            dispatch_event_id,
+        ))
+    }
+
+    fn operation_row_hash(&self, r: &OperationRow) -> u128 {
+        self.operation_hash(
+            [
+                &r.invocation_id,
+                &r.run_id,
+                &r.turn_id,
+                &r.provider_tool_call_id,
+                &r.tool_name,
+                &r.canonical_args_hash,
+                &r.recovery_mode,
+                &r.current_state,
+                &r.call_event_id,
+            ],
+            r.result_event_id.as_deref(),
+            r.version,
+            r.dispatch_event_id.as_deref(),
+        )
+    }
+
+    /// The compared columns of a journal row, with the id rows are matched by.
+    fn journal_hash(&self, texts: [&str; 6], opts: [Option<&str>; 4], committed_at: i64) -> u128 {
+        self.hash(&("journal", texts, opts, committed_at))
+    }
+
+    fn journal_row_hash(&self, r: &JournalRow) -> u128 {
+        self.journal_hash(
+            [
+                &r.journal_event_id,
+                &r.operation_id,
+                &r.invocation_id,
+                &r.run_id,
+                &r.turn_id,
+                &r.state,
+            ],
+            [
+                r.runtime_event_id.as_deref(),
+                r.canonical_args_hash.as_deref(),
+                r.recovery_mode.as_deref(),
+                r.metadata_json.as_deref(),
+            ],
+            r.committed_at,
+        )
+    }
+
+    fn add(&mut self, operation_id: &str, h: u128) {
+        let key = self.hash(operation_id);
+        let sum = self.sums.entry(key).or_insert(0);
+        *sum = sum.wrapping_add(h);
+    }
+
+    /// Adds a stored `tool_operations` row.
+    pub fn add_operation(&mut self, row: &OperationRowRef<'_>) {
+        let h = self.operation_hash(
+            row.texts.each_ref().map(|c| &**c),
+            row.result_event_id.as_deref(),
+            row.version,
+            row.dispatch_event_id.as_deref(),
+        );
+        self.add(&row.operation_id, h);
+    }
+
+    /// Adds a stored `tool_journal_events` row.
+    pub fn add_journal(&mut self, row: &JournalRowRef<'_>) {
+        let h = self.journal_hash(
+            row.texts.each_ref().map(|c| &**c),
+            row.opts.each_ref().map(|c| c.as_deref()),
+            row.committed_at,
+        );
+        self.add(&row.texts[1], h);
+    }
+
+    /// Whether the stored rows of `op`'s operation id are exactly the rebuild's
+    /// (then [`operation_diffs`] is empty); `false` means "look them up".
+    pub fn matches(&self, op: &Operation, commits: &HashMap<String, i64>) -> bool {
+        // The rows of `expected_row` and `expected_journal`, hashed from borrowed text.
+        let (Some(op_id), Some(d)) = (op.operation_id.as_ref(), op.dispatch.as_ref()) else {
+            return false;
+        };
+        let op_id = t(op_id);
+        let Some(stored) = self.sums.get(&self.hash(&*op_id)) else {
+            return false;
+        };
+        let (inv, run, turn) = (t(&op.invocation_id), t(&op.run_id), t(&op.turn_id));
+        let (args, mode, dispatch) = (
+            t(&d.canonical_args_hash),
+            d.recovery_mode.as_str(),
+            t(&d.event_id),
+        );
+        let call = op.call_event_id.as_ref().map(t);
+        let result = op.response.as_ref().map(|r| t(&r.event_id));
+        let state = if result.is_some() {
+            "outcome_committed"
+        } else {
+            "prepared"
+        };
+        let mut sum = self.operation_hash(
+            [
+                &inv,
+                &run,
+                &turn,
+                &t(&op.tool_call_id),
+                &t(&op.tool_name),
+                &args,
+                mode,
+                state,
+                call.as_deref().unwrap_or_default(),
+            ],
+            result.as_deref(),
+            1 + i64::from(result.is_some()),
+            Some(&dispatch),
+        );
+        let journal = |id: &str, state: &str, event: &str| {
+            self.journal_hash(
+                [id, &op_id, &inv, &run, &turn, state],
+                [Some(event), Some(&args), Some(mode), None],
+                commits.get(event).copied().unwrap_or_default(),
+            )
+        };
+        sum = sum.wrapping_add(journal(&format!("{op_id}_prepared"), "prepared", &dispatch));
+        if let Some(r) = &result {
+            sum = sum.wrapping_add(journal(&format!("{op_id}_outcome"), "outcome_committed", r));
+        }
+        debug_assert_eq!(sum, self.expected_sum(op, commits));
+        sum == *stored
+    }
+
+    /// [`StoredDigests::matches`]' sum from the rebuilt rows themselves (checked
+    /// against it in debug builds).
+    fn expected_sum(&self, op: &Operation, commits: &HashMap<String, i64>) -> u128 {
+        let want = expected_row(op).expect("dispatched operation with an id");
+        let mut sum = self.operation_row_hash(&want);
+        for j in expected_journal(op, commits) {
+            sum = sum.wrapping_add(self.journal_row_hash(&j));
+        }
+        sum
+    }
 }
