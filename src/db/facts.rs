@@ -141,7 +141,7 @@ pub struct ClaimRow {
 pub type InvocationUsers = Vec<(String, String, String)>;
 
 // Lenient column readers shared with `rows.rs`.
-use super::rows::{int, opt_text, text};
+use super::rows::{int, operation_row, opt_text, text};
 
 fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     Ok(EventRow {
@@ -254,23 +254,7 @@ pub(crate) fn read_run_rows(c: &Connection, session: &str, run: &str) -> rusqlit
          ORDER BY invocation_id, operation_id",
     )?;
     let operations = stmt
-        .query_map(params![session, run], |r| {
-            Ok(OperationRow {
-                operation_id: text(r, 0)?,
-                invocation_id: text(r, 1)?,
-                run_id: text(r, 2)?,
-                turn_id: text(r, 3)?,
-                provider_tool_call_id: text(r, 4)?,
-                tool_name: text(r, 5)?,
-                canonical_args_hash: text(r, 6)?,
-                recovery_mode: text(r, 7)?,
-                current_state: text(r, 8)?,
-                call_event_id: text(r, 9)?,
-                result_event_id: opt_text(r, 10)?,
-                version: int(r, 11)?,
-                dispatch_event_id: opt_text(r, 12)?,
-            })
-        })?
+        .query_map(params![session, run], operation_row)?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(RunRows {
         header,

@@ -307,25 +307,7 @@ impl Workspace {
                  ORDER BY operation_id",
             )
             .map_err(e)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(OperationRow {
-                    operation_id: text(r, 0)?,
-                    invocation_id: text(r, 1)?,
-                    run_id: text(r, 2)?,
-                    turn_id: text(r, 3)?,
-                    provider_tool_call_id: text(r, 4)?,
-                    tool_name: text(r, 5)?,
-                    canonical_args_hash: text(r, 6)?,
-                    recovery_mode: text(r, 7)?,
-                    current_state: text(r, 8)?,
-                    call_event_id: text(r, 9)?,
-                    result_event_id: opt_text(r, 10)?,
-                    version: int(r, 11)?,
-                    dispatch_event_id: opt_text(r, 12)?,
-                })
-            })
-            .map_err(e)?;
+        let rows = stmt.query_map([], operation_row).map_err(e)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(e)
     }
 
@@ -655,7 +637,7 @@ fn header_row(r: &Row<'_>) -> rusqlite::Result<HeaderRow> {
     })
 }
 
-fn operation_row(r: &Row<'_>) -> rusqlite::Result<OperationRow> {
+pub(super) fn operation_row(r: &Row<'_>) -> rusqlite::Result<OperationRow> {
     Ok(OperationRow {
         operation_id: text(r, 0)?,
         invocation_id: text(r, 1)?,
