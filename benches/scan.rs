@@ -36,6 +36,10 @@ use rusqlite::{Connection, OpenFlags};
 
 const WSLEDGER: &str = env!("CARGO_BIN_EXE_wsledger");
 
+// The floor runs in this process: it gets the allocator the `wsledger` binary has.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn bench_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("WSLEDGER_BENCH_DIR") {
         return PathBuf::from(d);

@@ -75,6 +75,20 @@ impl Args {
             quiet: true,
         }
     }
+
+    /// Clone the sessions of `template` instead of the default one.
+    pub fn template(mut self, template: PathBuf) -> Args {
+        self.templates = vec![template];
+        self
+    }
+
+    /// Inject this damage (see `--orphan-responses`, `--duplicate-calls`, `--stuck-runs`).
+    pub fn damage(mut self, orphan_responses: usize, duplicate_calls: usize, stuck: usize) -> Args {
+        self.orphan_responses = orphan_responses;
+        self.duplicate_calls = duplicate_calls;
+        self.stuck_runs = stuck;
+        self
+    }
 }
 
 fn default_template() -> PathBuf {

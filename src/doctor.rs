@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::db::{
     DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace,
 };
-use crate::scan::{HeaderBrief, ScanReport, ScanStore, Tables, Walker};
+use crate::scan::{EventBatch, HeaderBrief, ScanReport, ScanStore, Tables, Walker};
 
 /// Options of a scan.
 #[derive(Clone, Copy, Debug, Default)]
@@ -20,6 +20,23 @@ pub struct ScanOptions {
     /// The progress callback does not use the total (no bar is shown): skip counting
     /// `runtime_events` before the walk (the callback then gets 0 as the total).
     pub no_total: bool,
+    /// How the work is spread over threads. Every way gives the same report; tests
+    /// compare them.
+    pub threads: Threads,
+}
+
+/// See [`ScanOptions::threads`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Threads {
+    /// Headers and run events on a second connection when one sees the same data, and
+    /// payloads decoded on a second thread while the next rows are read.
+    #[default]
+    Auto,
+    /// Everything on the calling thread, row by row.
+    One,
+    /// As `Auto`, with at most this many batches at the decoder at once (`0`: every
+    /// batch decoded on the reading thread).
+    AtDecoder(usize),
 }
 
 /// The scan's point lookups, on the workspace's connection.
@@ -29,7 +46,7 @@ struct Store<'a> {
     has_operations: bool,
     has_journal: bool,
     has_ordinals: bool,
-    gone: Exclusion,
+    gone: &'a Exclusion,
     /// Digests of the stored projections, when usable (see `read_digests`).
     digests: Option<crate::scan::projection::StoredDigests>,
     /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable.
@@ -83,37 +100,37 @@ impl Store<'_> {
         self.digests = usable.then_some(d);
         Ok(())
     }
+}
 
-    /// Reads and decodes every run header once. Not for an after-scan. A header that
-    /// does not decode, or whose keys are not UTF-8 text, is left out (its run is
-    /// then looked up as before).
-    fn read_briefs(&mut self) -> Result<(), DbError> {
-        if !self.gone.sessions.is_empty() || !self.has_headers {
-            return Ok(());
-        }
-        let mut b = HeaderBriefs {
-            hashers: Default::default(),
-            // Sized once: no transient doubling while it fills.
-            map: std::collections::HashMap::with_capacity(
-                self.ws.count_rows("core_agent_runs")? as usize
-            ),
-        };
-        self.ws.for_each_header_row(|row, keys_ok| {
-            if !keys_ok {
-                return;
-            }
-            if let Ok(h) =
-                crate::header::decode_header(&row.record_json, &row.session_id, &row.run_id)
-            {
-                let k = b.key(&row.session_id, &row.run_id);
-                if let Some(brief) = HeaderBrief::new(&h) {
-                    b.map.insert(k, brief);
-                }
-            }
-        })?;
-        self.briefs = Some(b);
-        Ok(())
+/// Reads and decodes every run header once. Not for an after-scan (`None`). A header
+/// that does not decode, or whose keys are not UTF-8 text, is left out (its run is then
+/// looked up as before).
+fn read_briefs(
+    ws: &Workspace,
+    has_headers: bool,
+    gone: &Exclusion,
+) -> Result<Option<HeaderBriefs>, DbError> {
+    if !gone.sessions.is_empty() || !has_headers {
+        return Ok(None);
     }
+    let mut b = HeaderBriefs {
+        hashers: Default::default(),
+        // Sized once: no transient doubling while it fills.
+        map: std::collections::HashMap::with_capacity(ws.count_rows("core_agent_runs")? as usize),
+    };
+    ws.for_each_header_row(|row, keys_ok| {
+        if !keys_ok {
+            return;
+        }
+        if let Ok(h) = crate::header::decode_header(&row.record_json, &row.session_id, &row.run_id)
+        {
+            let k = b.key(&row.session_id, &row.run_id);
+            if let Some(brief) = HeaderBrief::new(&h) {
+                b.map.insert(k, brief);
+            }
+        }
+    })?;
+    Ok(Some(b))
 }
 
 /// What Maka's conversation deletion of some sessions removes, for a scan of the
@@ -326,38 +343,283 @@ pub fn scan_workspace_without(
 ) -> Result<ScanReport, DbError> {
     let schema = ws.schema_facts()?;
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (
+        has("core_agent_runs"),
+        has("tool_operations"),
+        has("tool_journal_events"),
+        has("runtime_session_event_ordinals"),
+        has("core_agent_run_events"),
+    );
     if !has("runtime_events") {
         return Err(DbError::NotAWorkspace {
             path: ws.path().to_path_buf(),
         });
     }
     let total = if opts.no_total { 0 } else { ws.event_count()? };
-    let mut store = Store {
-        ws,
-        has_headers: has("core_agent_runs"),
-        has_operations: has("tool_operations"),
-        has_journal: has("tool_journal_events"),
-        has_ordinals: has("runtime_session_event_ordinals"),
-        gone: Exclusion::read(ws, excluded, has("tool_operations"))?,
-        digests: None,
-        briefs: None,
+    let gone = Exclusion::read(ws, excluded, has_operations)?;
+    // A second connection, when one sees exactly what this one does (see below).
+    let twin = if opts.threads != Threads::One && (has_run_events || has_headers) {
+        ws.reader_twin()?
+    } else {
+        None
     };
-    store.read_digests()?;
-    store.read_briefs()?;
-    let mut walker = Walker::new().keep_all_runs(opts.all_runs);
+    std::thread::scope(|scope| {
+        // The twin reads the run headers (which the walk needs first) and then checks
+        // the run events (which nothing else needs) while this thread reads the tool
+        // projections and walks. Should it not start, all of it happens here.
+        let (briefs_tx, briefs_rx) = std::sync::mpsc::channel();
+        let beside = twin.and_then(|t| {
+            let gone = &gone;
+            std::thread::Builder::new()
+                .name("headers-run-events".into())
+                .spawn_scoped(scope, move || {
+                    let _ = briefs_tx.send(read_briefs(&t, has_headers, gone));
+                    if has_run_events {
+                        run_event_findings(&t, gone)
+                    } else {
+                        Ok(Vec::new())
+                    }
+                })
+                .ok()
+        });
+        let mut store = Store {
+            ws,
+            has_headers,
+            has_operations,
+            has_journal,
+            has_ordinals,
+            gone: &gone,
+            digests: None,
+            briefs: None,
+        };
+        store.read_digests()?;
+        store.briefs = match briefs_rx.recv() {
+            Ok(briefs) => briefs?,
+            Err(_) => read_briefs(ws, has_headers, &gone)?,
+        };
+        let mut walker = Walker::new().keep_all_runs(opts.all_runs);
+        let at_decoder = match opts.threads {
+            Threads::Auto => Some(2),
+            Threads::One => None,
+            Threads::AtDecoder(k) => Some(k),
+        };
+        walk_events(ws, &mut walker, &mut store, scope, at_decoder, &mut |n| {
+            progress(n, total)
+        })?;
+        let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;
+        if has_run_events {
+            let bad = match beside {
+                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                None => run_event_findings(ws, &gone)?,
+            };
+            if !bad.is_empty() {
+                report.findings.extend(bad);
+                report.recount();
+            }
+        }
+        Ok(report)
+    })
+}
+
+/// Streams `runtime_events` into the walker, decoding payloads (most of a scan's work)
+/// on a second thread while this one reads and walks; see [`Pipeline`].
+fn walk_events<'scope>(
+    ws: &Workspace,
+    walker: &mut Walker,
+    store: &mut Store<'_>,
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    at_decoder: Option<usize>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(), DbError> {
+    let (to_decoder, decoder_rx) = std::sync::mpsc::channel::<EventBatch>();
+    let (decoder_tx, from_decoder) = std::sync::mpsc::channel::<EventBatch>();
+    let decoder = at_decoder.map(|_| {
+        std::thread::Builder::new()
+            .name("decode".into())
+            .spawn_scoped(scope, move || {
+                for mut b in decoder_rx {
+                    b.decode();
+                    if decoder_tx.send(b).is_err() {
+                        break;
+                    }
+                }
+            })
+    });
     let mut n = 0u64;
+    let (Some(Ok(decoder)), Some(max_at_decoder)) = (decoder, at_decoder) else {
+        // Asked for, or no thread to be had: decode here, row by row.
+        ws.for_each_event_ref(|row| {
+            if store.gone.session(&row.session_id) {
+                return Ok(());
+            }
+            walker.push_row(row, store)?;
+            n += 1;
+            if n.is_multiple_of(4096) {
+                progress(n);
+            }
+            Ok(())
+        })?;
+        progress(n);
+        return Ok(());
+    };
+    let mut pipe = Pipeline {
+        to_decoder,
+        from_decoder,
+        queue: std::collections::VecDeque::new(),
+        at_decoder: 0,
+        max_at_decoder,
+        spare: Vec::new(),
+    };
+    let mut batch = EventBatch::default();
+    let mut alive = true;
     ws.for_each_event_ref(|row| {
-        if store.gone.session(&row.session_id) {
+        if !alive || store.gone.session(&row.session_id) {
             return Ok(());
         }
-        walker.push_row(row, &mut store)?;
+        batch.push(row);
         n += 1;
         if n.is_multiple_of(4096) {
-            progress(n, total);
+            progress(n);
+        }
+        if batch.is_full() {
+            let next = pipe.spare.pop().unwrap_or_default();
+            alive = pipe.submit(std::mem::replace(&mut batch, next), walker, store)?;
         }
         Ok(())
     })?;
-    progress(n, total);
+    if alive && !batch.is_empty() {
+        alive = pipe.submit(batch, walker, store)?;
+    }
+    if alive {
+        alive = pipe.drain(walker, store)?;
+    }
+    if !alive {
+        // Only a panic stops the decoder early: re-raise it here.
+        drop(pipe);
+        if let Err(p) = decoder.join() {
+            std::panic::resume_unwind(p);
+        }
+        return Err(DbError::Io {
+            path: ws.path().to_path_buf(),
+            source: std::io::Error::other("the decoding thread stopped early"),
+        });
+    }
+    progress(n);
+    Ok(())
+}
+
+/// Batches of rows between reading and walking. Each full batch goes to the decoder
+/// thread while it has fewer than `max_at_decoder` (two), and is otherwise decoded
+/// here, so that both cores stay busy whichever side is slower; batches are walked in
+/// read order. At most [`Pipeline::QUEUE`] batches wait, so memory stays bounded.
+struct Pipeline {
+    to_decoder: std::sync::mpsc::Sender<EventBatch>,
+    from_decoder: std::sync::mpsc::Receiver<EventBatch>,
+    /// In read order; `None` while the decoder has it (it returns them in order).
+    queue: std::collections::VecDeque<Option<EventBatch>>,
+    at_decoder: usize,
+    max_at_decoder: usize,
+    spare: Vec<EventBatch>,
+}
+
+impl Pipeline {
+    const QUEUE: usize = 4;
+
+    /// Hands a full batch on. `false`: the decoder is gone (it panicked).
+    fn submit(
+        &mut self,
+        mut batch: EventBatch,
+        walker: &mut Walker,
+        store: &mut Store<'_>,
+    ) -> Result<bool, DbError> {
+        if !self.receive(false) {
+            return Ok(false);
+        }
+        self.walk_ready(walker, store)?;
+        if self.at_decoder < self.max_at_decoder {
+            if self.to_decoder.send(batch).is_err() {
+                return Ok(false);
+            }
+            self.at_decoder += 1;
+            self.queue.push_back(None);
+        } else {
+            batch.decode();
+            self.queue.push_back(Some(batch));
+        }
+        while self.queue.len() > Self::QUEUE {
+            if !self.receive(true) {
+                return Ok(false);
+            }
+            self.walk_ready(walker, store)?;
+        }
+        Ok(true)
+    }
+
+    /// Walks every batch left. `false`: the decoder is gone.
+    fn drain(&mut self, walker: &mut Walker, store: &mut Store<'_>) -> Result<bool, DbError> {
+        while !self.queue.is_empty() {
+            self.walk_ready(walker, store)?;
+            if !self.queue.is_empty() && !self.receive(true) {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Takes what the decoder has finished (at least one batch when `wait`). `false`:
+    /// the decoder is gone.
+    fn receive(&mut self, wait: bool) -> bool {
+        use std::sync::mpsc::TryRecvError;
+        let mut wait = wait && self.at_decoder > 0;
+        while self.at_decoder > 0 {
+            let b = if wait {
+                match self.from_decoder.recv() {
+                    Ok(b) => b,
+                    Err(_) => return false,
+                }
+            } else {
+                match self.from_decoder.try_recv() {
+                    Ok(b) => b,
+                    Err(TryRecvError::Empty) => return true,
+                    Err(TryRecvError::Disconnected) => return false,
+                }
+            };
+            wait = false;
+            self.at_decoder -= 1;
+            // There are as many empty slots as batches at the decoder.
+            let slot = self.queue.iter_mut().find(|s| s.is_none());
+            debug_assert!(slot.is_some());
+            if let Some(slot) = slot {
+                *slot = Some(b);
+            }
+        }
+        true
+    }
+
+    /// Walks the decoded batches at the front.
+    fn walk_ready(&mut self, walker: &mut Walker, store: &mut Store<'_>) -> Result<(), DbError> {
+        while let Some(Some(_)) = self.queue.front() {
+            let Some(Some(mut b)) = self.queue.pop_front() else {
+                break;
+            };
+            walker.push_batch(&mut b, store)?;
+            self.spare.push(b);
+        }
+        Ok(())
+    }
+}
+
+/// After the walk: the totals, the walker's end-of-scan work and the supersession
+/// groups' payload comparison.
+fn finish_scan(
+    ws: &Workspace,
+    opts: ScanOptions,
+    schema: crate::db::SchemaFacts,
+    excluded: &BTreeSet<String>,
+    walker: Walker,
+    store: &mut Store<'_>,
+) -> Result<ScanReport, DbError> {
+    let has = |t: &str| schema.tables.iter().any(|x| x == t);
     let count = |t: &str| -> Result<usize, DbError> {
         Ok(if has(t) {
             ws.count_rows(t)? as usize
@@ -391,36 +653,37 @@ pub fn scan_workspace_without(
         },
         schema,
     };
-    let has_run_events = tables
-        .schema
-        .tables
-        .iter()
-        .any(|t| t == "core_agent_run_events");
-    let mut report = walker.finish(&mut store, tables)?;
+    let mut report = walker.finish(store, tables)?;
     fill_identical(ws, &mut report)?;
-    if has_run_events {
-        let mut bad = Vec::new();
-        ws.for_each_run_event(&mut |s, r, seq, record, turn| {
-            if store.gone.session(s) {
-                return;
-            }
-            if let Err(why) = crate::header::check_run_event(record, s, r, turn) {
-                bad.push(
-                    crate::findings::Finding::new(
-                        "run_event_undecodable",
-                        format!("core_agent_run_events sequence {seq}: {why}"),
-                    )
-                    .session(s)
-                    .run(r),
-                );
-            }
-        })?;
-        if !bad.is_empty() {
-            report.findings.extend(bad);
-            report.recount();
-        }
-    }
     Ok(report)
+}
+
+/// Every `core_agent_run_events` record that Maka's strict start-up recovery would
+/// refuse, in `(session, run, sequence)` order. Read in table order (the primary key's
+/// order would visit the table at random) and sorted here: there are few.
+fn run_event_findings(
+    ws: &Workspace,
+    gone: &Exclusion,
+) -> Result<Vec<crate::findings::Finding>, DbError> {
+    let mut bad = Vec::new();
+    ws.for_each_run_event(&mut |s, r, seq, record, turn| {
+        if gone.session(s) {
+            return;
+        }
+        if let Err(why) = crate::header::check_run_event(record, s, r, turn) {
+            bad.push((
+                (s.to_owned(), r.to_owned(), seq),
+                crate::findings::Finding::new(
+                    "run_event_undecodable",
+                    format!("core_agent_run_events sequence {seq}: {why}"),
+                )
+                .session(s)
+                .run(r),
+            ));
+        }
+    })?;
+    bad.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(bad.into_iter().map(|(_, f)| f).collect())
 }
 
 /// Decides for each supersession group whether its occurrences carry the same fact (a

@@ -3,6 +3,9 @@ use std::process::ExitCode;
 use clap::Parser;
 use wsledger::cli::{run, Cli, ExitStatus, Printer};
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let mut printer = Printer::stdio(&cli.global);

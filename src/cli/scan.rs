@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
-use crate::doctor::{scan_path, ScanOptions};
+use crate::doctor::{scan_path, ScanOptions, Threads};
 use crate::expect::{compare, ExpectFile, ExpectationsReport};
 use crate::findings::Severity;
 use crate::report::scan::{render_scan, scan_json};
@@ -103,9 +103,15 @@ pub fn run(
         integrity: args.integrity,
         all_runs: false,
         no_total: !printer.progress,
+        // Several workspaces are scanned in parallel, one per core (results keep the
+        // argument order); a scan keeps two threads busy, so when the workspaces
+        // already take the cores each is scanned on one.
+        threads: if inputs.len() > 1 && inputs.len() * 2 > cores() {
+            Threads::One
+        } else {
+            Threads::Auto
+        },
     };
-    // Several workspaces are scanned in parallel, one per core; results keep the
-    // argument order.
     let multi = (printer.progress && inputs.len() > 1).then(indicatif::MultiProgress::new);
     let bar = |_: usize| -> Option<indicatif::ProgressBar> {
         if !printer.progress {
@@ -160,6 +166,10 @@ type ScanResult = (Result<(ScanReport, ExitStatus), CliError>, Vec<String>);
 
 /// Scans every input, on up to one thread per core; results in input order, each with
 /// the notes to print.
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 fn scan_all(
     inputs: &[Option<PathBuf>],
     opts: ScanOptions,
@@ -171,9 +181,7 @@ fn scan_all(
         let r = scan_one(inputs[i].as_deref(), opts, args, bar, &mut notes);
         (r, notes)
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(inputs.len());
+    let threads = cores().min(inputs.len());
     if threads <= 1 {
         return bars
             .into_iter()

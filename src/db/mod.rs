@@ -37,6 +37,9 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// `PRAGMA cache_size` of read connections (negative: KiB).
 pub const READ_CACHE_KIB: i64 = -32 * 1024;
 
+/// `PRAGMA cache_size` of a [`Workspace::reader_twin`].
+const TWIN_CACHE_KIB: i64 = -2 * 1024;
+
 /// Why a workspace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -185,6 +188,9 @@ pub fn shm_path(db: &Path) -> PathBuf {
 pub struct Workspace {
     conn: Connection,
     path: PathBuf,
+    /// How to open another connection that sees exactly what this one sees: set only
+    /// when nobody can change what is read (`immutable=1`, or our private copy).
+    twin: Option<(String, OpenFlags)>,
     /// Kept alive while a read needs a private copy (see `open_read_only`).
     _copy_dir: Option<tempfile::TempDir>,
 }
@@ -262,6 +268,7 @@ impl Workspace {
                 let ws = Workspace {
                     conn,
                     path: db.to_path_buf(),
+                    twin: immutable.then(|| (file_uri(&real, query), flags)),
                     _copy_dir: None,
                 };
                 ws.prepare_read()?;
@@ -294,14 +301,16 @@ impl Workspace {
         };
         std::fs::copy(real, &copy).map_err(io)?;
         std::fs::copy(wal_path(real), wal_path(&copy)).map_err(io)?;
-        let conn = Connection::open_with_flags(
-            &copy,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| DbError::from_sqlite(db, &e))?;
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let uri = file_uri(&copy, "mode=rw");
+        let conn =
+            Connection::open_with_flags(&uri, flags).map_err(|e| DbError::from_sqlite(db, &e))?;
         let ws = Workspace {
             conn,
             path: db.to_path_buf(),
+            twin: Some((uri, flags)),
             _copy_dir: Some(dir),
         };
         ws.prepare_read()?;
@@ -337,6 +346,29 @@ impl Workspace {
             .map_err(|e| self.err(&e))?;
         let _ = n;
         Ok(())
+    }
+
+    /// A second read connection that sees exactly what this one sees, for reading
+    /// another table on another thread; `None` when that cannot be promised (a live
+    /// `-wal` or a rollback journal: another process may commit between the two).
+    /// It must not outlive `self` (a private copy is removed with `self`).
+    pub fn reader_twin(&self) -> Result<Option<Workspace>, DbError> {
+        let Some((uri, flags)) = &self.twin else {
+            return Ok(None);
+        };
+        let conn = Connection::open_with_flags(uri, *flags).map_err(|e| self.err(&e))?;
+        let ws = Workspace {
+            conn,
+            path: self.path.clone(),
+            twin: None,
+            _copy_dir: None,
+        };
+        ws.prepare_read()?;
+        // It reads one table front to back: no lookups to keep pages for.
+        ws.conn
+            .pragma_update(None, "cache_size", TWIN_CACHE_KIB)
+            .map_err(|e| ws.err(&e))?;
+        Ok(Some(ws))
     }
 
     pub(crate) fn err(&self, e: &rusqlite::Error) -> DbError {

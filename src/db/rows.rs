@@ -519,35 +519,32 @@ impl Workspace {
 
     /// Streams every `core_agent_run_events` row with its run header's `turnId` (null
     /// when the header is missing or has none): `(session, run, sequence, record, turn)`.
-    /// Rows are borrowed from SQLite; headers are read once up front, not joined per row.
-    /// Without a `core_agent_runs` table (a damaged schema) every turn is null.
+    /// Rows are borrowed from SQLite, in table order; a run's header is looked up once
+    /// per stretch of its rows, not joined per row. Without a `core_agent_runs` table (a damaged schema) every turn is null.
     pub fn for_each_run_event(&self, f: &mut RunEventVisitor<'_>) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
+        // A run's turn is looked up when its rows begin (they are mostly together in
+        // table order) and remembered for a while: memory stays bounded, unlike a map of
+        // every header.
+        const REMEMBERED: usize = 4096;
         let mut turns: std::collections::HashMap<(String, String), Option<String>> =
             std::collections::HashMap::new();
-        if self.has_table("core_agent_runs")? {
-            let mut stmt = self
-                .conn()
-                .prepare(
-                    "SELECT session_id, run_id, CASE WHEN json_valid(record_json) \
-                     THEN json_extract(record_json, '$.turnId') END FROM core_agent_runs",
-                )
-                .map_err(e)?;
-            let mut rows = stmt.query([]).map_err(e)?;
-            while let Some(r) = rows.next().map_err(e)? {
-                let turn = match r.get_ref(2).map_err(e)? {
-                    ValueRef::Text(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                    _ => None,
-                };
-                turns.insert((text(r, 0).map_err(e)?, text(r, 1).map_err(e)?), turn);
-            }
-        }
+        let mut header = if self.has_table("core_agent_runs")? {
+            Some(
+                self.conn()
+                    .prepare(
+                        "SELECT CASE WHEN json_valid(record_json) \
+                         THEN json_extract(record_json, '$.turnId') END FROM core_agent_runs \
+                         WHERE session_id = ?1 AND run_id = ?2",
+                    )
+                    .map_err(e)?,
+            )
+        } else {
+            None
+        };
         let mut stmt = self
             .conn()
-            .prepare(
-                "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events \
-                 ORDER BY session_id, run_id, sequence",
-            )
+            .prepare("SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events")
             .map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
         let mut key = (String::new(), String::new());
@@ -556,7 +553,28 @@ impl Workspace {
             let (s, run) = (text_ref(r, 0).map_err(e)?, text_ref(r, 1).map_err(e)?);
             if key.0 != *s || key.1 != *run {
                 key = (s.into_owned(), run.into_owned());
-                turn = turns.get(&key).cloned().flatten();
+                turn = match (turns.get(&key), header.as_mut()) {
+                    (Some(t), _) => t.clone(),
+                    (None, None) => None,
+                    (None, Some(h)) => {
+                        // The row's own values, so that the lookup is the join's.
+                        use rusqlite::types::ToSqlOutput::Borrowed;
+                        let (sv, rv) = (r.get_ref(0).map_err(e)?, r.get_ref(1).map_err(e)?);
+                        let mut found = h.query([Borrowed(sv), Borrowed(rv)]).map_err(e)?;
+                        let t = match found.next().map_err(e)? {
+                            Some(hr) => match hr.get_ref(0).map_err(e)? {
+                                ValueRef::Text(b) => Some(String::from_utf8_lossy(b).into_owned()),
+                                _ => None,
+                            },
+                            None => None,
+                        };
+                        if turns.len() >= REMEMBERED {
+                            turns.clear();
+                        }
+                        turns.insert(key.clone(), t.clone());
+                        t
+                    }
+                };
             }
             let record = text_ref(r, 3).map_err(e)?;
             f(

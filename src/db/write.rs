@@ -226,6 +226,7 @@ impl Writer {
         let ws = Workspace {
             conn,
             path: db.to_path_buf(),
+            twin: None,
             _copy_dir: None,
         };
         let e = |e: rusqlite::Error| DbError::from_sqlite(db, &e);

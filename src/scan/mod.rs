@@ -333,6 +333,35 @@ impl Walker {
         row: &EventRowRef<'_>,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
+        let decoded = decode_row_ref(row);
+        self.push_decoded(row, decoded.as_ref().map_err(String::as_str), store)
+    }
+
+    /// Feeds a batch whose rows were decoded with [`EventBatch::decode`] (possibly on
+    /// another thread), as [`Walker::push_row`] would each row. Leaves it without rows;
+    /// the decoded events stay until the next [`EventBatch::decode`], so that they are
+    /// freed by the thread that made them (memory moving between threads' allocator
+    /// arenas costs more than the decoding saved).
+    pub fn push_batch(
+        &mut self,
+        batch: &mut EventBatch,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
+        debug_assert_eq!(batch.decoded.len(), batch.rows.len());
+        for (i, d) in batch.decoded.iter().enumerate() {
+            self.push_decoded(&batch.row(i), d.as_ref().map_err(String::as_str), store)?;
+        }
+        batch.text.clear();
+        batch.rows.clear();
+        Ok(())
+    }
+
+    fn push_decoded(
+        &mut self,
+        row: &EventRowRef<'_>,
+        decoded: Result<&RuntimeEvent, &str>,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
         self.events += 1;
         if self.current_invocation.as_deref() != Some(&*row.invocation_id) {
             self.close_invocation(store)?;
@@ -349,14 +378,6 @@ impl Walker {
             .event_sum
             .1
             .wrapping_add(self.event_hasher.1.hash_one(id));
-        let decoded = decode_parts(
-            &row.payload_json,
-            id,
-            &row.session_id,
-            &row.invocation_id,
-            &row.run_id,
-            &row.turn_id,
-        );
         let pos = match self
             .inv_runs
             .iter()
@@ -379,16 +400,16 @@ impl Walker {
                     event_id: id.to_owned(),
                     session_id: row.session_id.to_string(),
                     run_id: row.run_id.to_string(),
-                    message,
+                    message: message.to_owned(),
                 });
             }
             Ok(event) => {
-                acc.add(&row.invocation_id, row.event_seq, id, Some(&event));
-                if is_tool_bearing(&event) {
+                acc.add(&row.invocation_id, row.event_seq, id, Some(event));
+                if is_tool_bearing(event) {
                     self.inv_commits.insert(id.to_owned(), row.committed_at);
                 }
                 // Rows arrive in store order, so the scanner's order check cannot fail.
-                let pushed = self.scanner.push(&event);
+                let pushed = self.scanner.push(event);
                 debug_assert!(pushed.is_ok());
             }
         }
@@ -776,6 +797,105 @@ pub fn decode_row(row: &EventRow) -> Result<RuntimeEvent, String> {
 }
 
 /// [`decode_row`] on borrowed columns.
+fn decode_row_ref(row: &EventRowRef<'_>) -> Result<RuntimeEvent, String> {
+    decode_parts(
+        &row.payload_json,
+        &row.event_id,
+        &row.session_id,
+        &row.invocation_id,
+        &row.run_id,
+        &row.turn_id,
+    )
+}
+
+/// `runtime_events` rows copied out of SQLite into one buffer, so that their payloads
+/// can be decoded on another thread while the next rows are read (decoding is most of
+/// a scan's work). Reused: clearing keeps the allocations.
+#[derive(Default)]
+pub struct EventBatch {
+    text: String,
+    rows: Vec<BatchRow>,
+    decoded: Vec<Result<RuntimeEvent, String>>,
+}
+
+/// One row of an [`EventBatch`]: where its text fields end in the buffer.
+struct BatchRow {
+    /// Ends of event id, session, invocation, run, turn and payload, in that order.
+    ends: [usize; 6],
+    event_seq: i64,
+    committed_at: i64,
+}
+
+impl EventBatch {
+    /// A batch is sent on when it holds this many rows or this much text.
+    const ROWS: usize = 128;
+    const TEXT: usize = 256 << 10;
+
+    pub fn push(&mut self, row: &EventRowRef<'_>) {
+        let mut ends = [0; 6];
+        let fields = [
+            &row.event_id,
+            &row.session_id,
+            &row.invocation_id,
+            &row.run_id,
+            &row.turn_id,
+            &row.payload_json,
+        ];
+        for (end, field) in ends.iter_mut().zip(fields) {
+            self.text.push_str(field);
+            *end = self.text.len();
+        }
+        self.rows.push(BatchRow {
+            ends,
+            event_seq: row.event_seq,
+            committed_at: row.committed_at,
+        });
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Full enough to be sent on.
+    pub fn is_full(&self) -> bool {
+        self.rows.len() >= Self::ROWS || self.text.len() >= Self::TEXT
+    }
+
+    /// Decodes every row, as [`Walker::push_row`] would.
+    pub fn decode(&mut self) {
+        self.decoded.clear();
+        for i in 0..self.rows.len() {
+            let d = decode_row_ref(&self.row(i));
+            self.decoded.push(d);
+        }
+    }
+
+    fn row(&self, i: usize) -> EventRowRef<'_> {
+        let r = &self.rows[i];
+        let start = if i == 0 { 0 } else { self.rows[i - 1].ends[5] };
+        let mut from = start;
+        let mut field = |k: usize| {
+            let s = std::borrow::Cow::Borrowed(&self.text[from..r.ends[k]]);
+            from = r.ends[k];
+            s
+        };
+        EventRowRef {
+            event_id: field(0),
+            session_id: field(1),
+            invocation_id: field(2),
+            run_id: field(3),
+            turn_id: field(4),
+            payload_json: field(5),
+            event_seq: r.event_seq,
+            committed_at: r.committed_at,
+        }
+    }
+}
+
 pub fn decode_parts(
     payload_json: &str,
     event_id: &str,

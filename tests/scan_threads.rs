@@ -1,0 +1,135 @@
+//! A scan spreads its work over threads (a second connection for run headers and run
+//! events, a decoder thread fed in batches, batches decoded on the reading thread when
+//! the decoder is behind). Every way must give the report the one-thread walk gives,
+//! on generated workspaces large enough for many batches, with damage of many kinds.
+
+#[allow(dead_code)]
+#[path = "../examples/genws.rs"]
+mod genws;
+
+use std::path::{Path, PathBuf};
+
+use wsledger::doctor::{scan_path, ScanOptions, Threads};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("runtime.sqlite")
+}
+
+/// The report as JSON, and all of it (runs, headers, ledger issues included) as text.
+fn scan(db: &Path, threads: Threads) -> (serde_json::Value, String) {
+    let opts = ScanOptions {
+        all_runs: true,
+        threads,
+        ..ScanOptions::default()
+    };
+    let report = scan_path(db, opts, &mut |_, _| {}).unwrap();
+    (
+        serde_json::to_value(&report).unwrap(),
+        format!("{report:?}"),
+    )
+}
+
+fn codes(report: &serde_json::Value) -> std::collections::BTreeMap<String, usize> {
+    let mut out = std::collections::BTreeMap::new();
+    for f in report["findings"].as_array().unwrap() {
+        *out.entry(f["code"].as_str().unwrap().to_owned())
+            .or_default() += 1;
+    }
+    out
+}
+
+/// Generates `events` events cloned from `template` with injected damage, and breaks
+/// a few run events (spread over the table; some no longer JSON, some naming another
+/// turn than their run header's) so that the run-event check finds some.
+fn generate(dir: &Path, template: &str, events: u64) -> PathBuf {
+    let db = dir.join(format!("{template}.sqlite"));
+    let args = genws::Args::new(db.clone(), Some(events), None, 11)
+        .template(fixture(template))
+        .damage(2, 2, 2);
+    genws::run(&args).unwrap();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let n = conn
+        .execute(
+            "UPDATE core_agent_run_events SET record_json = '{\"type\":' \
+             WHERE rowid % 997 = 5",
+            [],
+        )
+        .unwrap();
+    assert!(n >= 3, "only {n} run events broken");
+    let n = conn
+        .execute(
+            "UPDATE core_agent_run_events \
+             SET record_json = json_set(record_json, '$.turnId', 'not-the-run-turn') \
+             WHERE rowid % 1009 = 7",
+            [],
+        )
+        .unwrap();
+    assert!(n >= 3, "only {n} run events given another turn");
+    // Leave no -wal behind: the scan then opens the file immutable and uses the twin.
+    conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    drop(conn);
+    assert!(!wsledger::db::wal_path(&db).exists());
+    db
+}
+
+#[test]
+fn every_way_of_spreading_a_scan_gives_the_one_thread_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "healthy",
+            vec!["duplicate_call", "orphan_response", "run_stuck_running"],
+        ),
+        (
+            "damage-undecodable-row",
+            vec!["event_undecodable", "run_unreadable"],
+        ),
+        (
+            "damage-semantic-lane-conflict",
+            vec!["semantic_lane_conflict"],
+        ),
+        ("crash-mid-tool", vec!["operation_unsettled"]),
+    ];
+    for (template, expected) in cases {
+        let db = generate(dir.path(), template, 3000);
+        let one = scan(&db, Threads::One);
+        let found = codes(&one.0);
+        for code in expected.iter().chain(&["run_event_undecodable"]) {
+            assert!(
+                found.contains_key(*code),
+                "{template}: no {code} in {found:?}"
+            );
+        }
+        let turns = one.0["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| {
+                f["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("turnId differs from the run header's")
+            })
+            .count();
+        assert!(turns >= 3, "{template}: {turns} run events of another turn");
+        let events = one.0["summary"]["events"].as_u64().unwrap();
+        // Many batches (injected damage drops a few events).
+        assert!(events > 2900, "{template}: {events} events");
+        for threads in [
+            Threads::Auto,
+            Threads::AtDecoder(0),
+            Threads::AtDecoder(1),
+            Threads::AtDecoder(4),
+        ] {
+            let other = scan(&db, threads);
+            assert!(
+                other == one,
+                "{template}: {threads:?} differs from one thread"
+            );
+        }
+    }
+}
