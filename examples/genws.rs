@@ -5,7 +5,14 @@
 //! cargo run --release --example genws -- --events 1000000 --out /tmp/ws1m/runtime.sqlite
 //! cargo run --release --example genws -- --sessions 500 --seed 7 \
 //!     --orphan-responses 2 --duplicate-calls 3 --stuck-runs 4 --out /tmp/ws/runtime.sqlite
+//! cargo run --release --example genws -- --sessions 100k \
+//!     --template fixtures/stuck-running/runtime.sqlite \
+//!     --template-session 8a821121-2889-4b96-b5f2-be9583c3a781 --out /tmp/ws/runtime.sqlite
 //! ```
+//!
+//! `--template-session ID` clones only that session of the templates (e.g. a small
+//! clean one, so that a workspace of many sessions stays a few GB and every session
+//! has the same shape).
 //!
 //! How: the template file (default `fixtures/healthy/runtime.sqlite`) is copied, its
 //! session-scoped rows are deleted, and each template session is cloned again and
@@ -54,11 +61,12 @@ pub struct Args {
     orphan_responses: usize,
     duplicate_calls: usize,
     stuck_runs: usize,
+    template_session: Option<String>,
     quiet: bool,
 }
 
 const USAGE: &str = "usage: genws --out FILE (--events N | --sessions N) [--seed S] \
-[--template FILE]... [--orphan-responses K] [--duplicate-calls K] [--stuck-runs K] [--quiet]";
+[--template FILE]... [--template-session ID] [--orphan-responses K] [--duplicate-calls K] [--stuck-runs K] [--quiet]";
 
 impl Args {
     /// Arguments for `events` (or `sessions`) events cloned from the default template.
@@ -72,6 +80,7 @@ impl Args {
             orphan_responses: 0,
             duplicate_calls: 0,
             stuck_runs: 0,
+            template_session: None,
             quiet: true,
         }
     }
@@ -87,6 +96,13 @@ impl Args {
         self.orphan_responses = orphan_responses;
         self.duplicate_calls = duplicate_calls;
         self.stuck_runs = stuck;
+        self
+    }
+
+    /// Clones only session `session` of `template` (for the scale bench).
+    pub fn template_session(mut self, template: PathBuf, session: &str) -> Args {
+        self.templates = vec![template];
+        self.template_session = Some(session.to_owned());
         self
     }
 }
@@ -105,6 +121,7 @@ fn parse_args() -> Result<Args> {
         orphan_responses: 0,
         duplicate_calls: 0,
         stuck_runs: 0,
+        template_session: None,
         quiet: false,
     };
     let mut it = std::env::args().skip(1);
@@ -122,6 +139,7 @@ fn parse_args() -> Result<Args> {
             "--orphan-responses" => a.orphan_responses = val()?.parse()?,
             "--duplicate-calls" => a.duplicate_calls = val()?.parse()?,
             "--stuck-runs" => a.stuck_runs = val()?.parse()?,
+            "--template-session" => a.template_session = Some(val()?),
             "--quiet" => a.quiet = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -332,6 +350,8 @@ struct TableInfo {
 }
 
 struct SessionTpl {
+    /// The template's session id.
+    id: String,
     /// Tokens of this session (old text, kind).
     tokens: Vec<(String, TokKind)>,
     /// Rows per table index, in template order.
@@ -547,7 +567,7 @@ fn load_template(path: &Path) -> Result<(Template, Vec<String>)> {
     let snap_t = tables
         .iter()
         .position(|t| t.name == "runtime_partial_snapshots");
-    for rows_by_table in per_session {
+    for (rows_by_table, id) in per_session.into_iter().zip(&session_ids) {
         let mut tokens: Vec<(String, TokKind)> = Vec::new();
         let mut index: HashMap<String, usize> = HashMap::new();
         let mut rows: Vec<Vec<Vec<Cell>>> = Vec::new();
@@ -642,6 +662,7 @@ fn load_template(path: &Path) -> Result<(Template, Vec<String>)> {
             }
         }
         sessions.push(SessionTpl {
+            id: id.clone(),
             tokens,
             rows,
             events,
@@ -1067,7 +1088,18 @@ pub fn run(args: &Args) -> Result<serde_json::Value> {
         .iter()
         .enumerate()
         .flat_map(|(ti, t)| (0..t.sessions.len()).map(move |si| (ti, si)))
+        .filter(|&(ti, si)| {
+            args.template_session
+                .as_ref()
+                .is_none_or(|id| templates[ti].sessions[si].id == *id)
+        })
         .collect();
+    if sources.is_empty() {
+        bail!(
+            "no template has session {}",
+            args.template_session.as_deref().unwrap_or_default()
+        );
+    }
 
     // How many clones.
     let mut plan: Vec<(usize, usize)> = Vec::new();
@@ -1190,6 +1222,7 @@ pub fn run(args: &Args) -> Result<serde_json::Value> {
         "generator": "genws",
         "templates": args.templates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "seed": args.seed,
+        "template_session": args.template_session,
         "asked": {"events": args.events, "sessions": args.sessions,
                   "orphan_responses": args.orphan_responses,
                   "duplicate_calls": args.duplicate_calls, "stuck_runs": args.stuck_runs},

@@ -748,8 +748,11 @@ pub fn plan_finalize(
     let ws = Workspace::open_read_only(db)?;
     let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
     let mut input = PlanInput::default();
-    for (session, run) in candidates(&report, opts) {
-        let rows = ws.run_rows(&session, &run)?;
+    let runs = candidates(&report, opts);
+    let keys: Vec<(&str, &str)> = runs.iter().map(|(s, r)| (s.as_str(), r.as_str())).collect();
+    // All runs at once: their tool operations are found in one pass.
+    let all_rows = ws.runs_rows(&keys)?;
+    for ((session, run), rows) in runs.into_iter().zip(all_rows) {
         let header = report
             .headers
             .iter()

@@ -453,3 +453,74 @@ fn event_id_and_ts_are_derived_from_the_run() {
         }
     }
 }
+
+/// `runs_rows` reads the tool operations of many runs in one statement; each run must
+/// get exactly the rows (and order) of the plain per-run query.
+#[test]
+fn runs_rows_gives_each_run_its_own_tool_operations() {
+    for name in [
+        "healthy",
+        "crash-mid-tool",
+        "orphan-response",
+        "damage-duplicate-dispatch",
+    ] {
+        let db = Path::new("fixtures").join(name).join("runtime.sqlite");
+        let ws = wsledger::db::Workspace::open_read_only(&db).unwrap();
+        let c = rusqlite::Connection::open_with_flags(
+            format!("file:{}?mode=ro&immutable=1", db.display()),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        )
+        .unwrap();
+        let runs: Vec<(String, String)> = c
+            .prepare("SELECT DISTINCT session_id, run_id FROM runtime_events ORDER BY 2 DESC")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let keys: Vec<(&str, &str)> = runs.iter().map(|(s, r)| (s.as_str(), r.as_str())).collect();
+        let all = ws.runs_rows(&keys).unwrap();
+        assert_eq!(all.len(), runs.len());
+        let mut found = 0;
+        for ((s, r), rows) in runs.iter().zip(&all) {
+            let want: Vec<String> = c
+                .prepare(
+                    "SELECT operation_id FROM tool_operations WHERE call_event_id IN \
+                     (SELECT event_id FROM runtime_events WHERE session_id = ?1 AND run_id = ?2) \
+                     ORDER BY invocation_id, operation_id",
+                )
+                .unwrap()
+                .query_map([s, r], |x| x.get(0))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let got: Vec<&str> = rows
+                .operations
+                .iter()
+                .map(|o| o.operation_id.as_str())
+                .collect();
+            assert_eq!(got, want, "{name}: run {r}");
+            assert_eq!(ws.run_rows(s, r).unwrap(), *rows, "{name}: run {r}");
+            found += want.len();
+        }
+        assert!(found > 0, "{name}: no operation found");
+    }
+}
+
+/// The statement behind `runs_rows`: the run list outside, `tool_operations` reached
+/// through an index SQLite builds once, never scanned once per run.
+#[test]
+fn tool_operations_of_many_runs_are_read_in_one_pass() {
+    let ws = wsledger::db::Workspace::open_read_only(Path::new("fixtures/healthy/runtime.sqlite"))
+        .unwrap();
+    let plan = ws
+        .query_plan(wsledger::db::facts::OPERATIONS_OF_RUNS)
+        .unwrap();
+    assert!(plan[0].starts_with("SCAN j VIRTUAL TABLE"), "{plan:?}");
+    assert!(
+        plan.iter()
+            .any(|l| l.starts_with("SEARCH o USING AUTOMATIC")),
+        "{plan:?}"
+    );
+    assert!(!plan.iter().any(|l| l.starts_with("SCAN o")), "{plan:?}");
+}

@@ -3,6 +3,9 @@
 //! The same readers run twice: once on the read-only connection to plan, and once
 //! inside the write transaction to check that nothing changed since. Equal rows mean
 //! the plan still holds; so these structs compare by value.
+//!
+//! They run once per planned run or session (a plan may hold thousands), so their
+//! statements come from the connection's statement cache.
 
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row};
@@ -158,19 +161,63 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
 }
 
 fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
-    c.query_row(
-        "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-        [name],
-        |r| r.get::<_, i64>(0),
-    )
-    .map(|n| n > 0)
+    c.prepare_cached("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1")?
+        .query_row([name], |r| r.get::<_, i64>(0))
+        .map(|n| n > 0)
 }
 
-pub(crate) fn read_run_rows(c: &Connection, session: &str, run: &str) -> rusqlite::Result<RunRows> {
+/// `tool_operations` rows whose call event is one of the run's events, for several runs
+/// in one statement (`?1`: a JSON array of `[session_id, run_id]`; the last column is
+/// the run's index in it), each run's rows in `invocation_id, operation_id` order.
+/// `tool_operations` has no index on `call_event_id`: a statement per run read the whole
+/// table once per run (a 1,000-run plan read it 2,000 times, plan and recheck), while
+/// one statement builds SQLite's automatic index on it once. `CROSS JOIN` pins the loop
+/// order: left free, the planner puts the operations outside and the run list inside.
+pub const OPERATIONS_OF_RUNS: &str = "SELECT o.operation_id, o.invocation_id, o.run_id, \
+     o.turn_id, o.provider_tool_call_id, o.tool_name, o.canonical_args_hash, o.recovery_mode, \
+     o.current_state, o.call_event_id, o.result_event_id, o.version, o.dispatch_event_id, j.key \
+     FROM json_each(?1) AS j CROSS JOIN runtime_events AS e CROSS JOIN tool_operations AS o \
+     WHERE e.session_id = j.value ->> 0 AND e.run_id = j.value ->> 1 \
+     AND o.call_event_id = e.event_id ORDER BY o.invocation_id, o.operation_id";
+
+/// Every row of each run of `runs` (see [`RunRows`]), in the order given.
+pub(crate) fn read_runs_rows(
+    c: &Connection,
+    runs: &[(&str, &str)],
+) -> rusqlite::Result<Vec<RunRows>> {
+    let mut out = runs
+        .iter()
+        .map(|(session, run)| read_run_rows_but_operations(c, session, run))
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    let current = has_table(c, "core_agent_runs")?
+        && has_table(c, "core_agent_run_events")?
+        && has_table(c, "tool_operations")?;
+    if runs.is_empty() || !current {
+        return Ok(out);
+    }
+    let keys = serde_json::to_string(runs)
+        .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let mut stmt = c.prepare_cached(OPERATIONS_OF_RUNS)?;
+    let mut rows = stmt.query([keys])?;
+    while let Some(r) = rows.next()? {
+        let k = usize::try_from(int(r, 13)?).unwrap_or(usize::MAX);
+        if let Some(run) = out.get_mut(k) {
+            run.operations.push(operation_row(r)?);
+        }
+    }
+    Ok(out)
+}
+
+/// [`RunRows`] without `operations` (see [`read_runs_rows`]).
+fn read_run_rows_but_operations(
+    c: &Connection,
+    session: &str,
+    run: &str,
+) -> rusqlite::Result<RunRows> {
     if !has_table(c, "core_agent_runs")? || !has_table(c, "core_agent_run_events")? {
         // Not a current workspace: only the events can be read.
         let mut rows = RunRows::default();
-        let mut stmt = c.prepare(
+        let mut stmt = c.prepare_cached(
             "SELECT event_id, session_id, invocation_id, run_id, turn_id, event_seq, event_kind, \
              payload_json, committed_at FROM runtime_events WHERE session_id = ?1 AND run_id = ?2 \
              ORDER BY event_seq, event_id",
@@ -181,21 +228,20 @@ pub(crate) fn read_run_rows(c: &Connection, session: &str, run: &str) -> rusqlit
         return Ok(rows);
     }
     let header = c
-        .query_row(
+        .prepare_cached(
             "SELECT session_id, run_id, created_at, record_json FROM core_agent_runs \
              WHERE session_id = ?1 AND run_id = ?2",
-            params![session, run],
-            |r| {
-                Ok(HeaderRow {
-                    session_id: text(r, 0)?,
-                    run_id: text(r, 1)?,
-                    created_at: int(r, 2)?,
-                    record_json: text(r, 3)?,
-                })
-            },
-        )
+        )?
+        .query_row(params![session, run], |r| {
+            Ok(HeaderRow {
+                session_id: text(r, 0)?,
+                run_id: text(r, 1)?,
+                created_at: int(r, 2)?,
+                record_json: text(r, 3)?,
+            })
+        })
         .optional()?;
-    let mut stmt = c.prepare(
+    let mut stmt = c.prepare_cached(
         "SELECT event_id, session_id, invocation_id, run_id, turn_id, event_seq, event_kind, \
          payload_json, committed_at FROM runtime_events WHERE session_id = ?1 AND run_id = ?2 \
          ORDER BY event_seq, event_id",
@@ -203,7 +249,7 @@ pub(crate) fn read_run_rows(c: &Connection, session: &str, run: &str) -> rusqlit
     let events = stmt
         .query_map(params![session, run], event_row)?
         .collect::<Result<Vec<_>, _>>()?;
-    let mut stmt = c.prepare(
+    let mut stmt = c.prepare_cached(
         "SELECT sequence, event_id, event_type, event_ts, record_json FROM core_agent_run_events \
          WHERE session_id = ?1 AND run_id = ?2 ORDER BY sequence",
     )?;
@@ -219,7 +265,7 @@ pub(crate) fn read_run_rows(c: &Connection, session: &str, run: &str) -> rusqlit
         })?
         .collect::<Result<Vec<_>, _>>()?;
     let snapshots = if has_table(c, "runtime_partial_snapshots")? {
-        let mut stmt = c.prepare(
+        let mut stmt = c.prepare_cached(
             "SELECT stream_key, invocation_id, turn_id, updated_at FROM runtime_partial_snapshots \
              WHERE session_id = ?1 AND run_id = ?2 ORDER BY stream_key",
         )?;
@@ -237,31 +283,12 @@ pub(crate) fn read_run_rows(c: &Connection, session: &str, run: &str) -> rusqlit
     } else {
         Vec::new()
     };
-    if !has_table(c, "tool_operations")? {
-        return Ok(RunRows {
-            header,
-            events,
-            run_events,
-            snapshots,
-            operations: Vec::new(),
-        });
-    }
-    let mut stmt = c.prepare(
-        "SELECT operation_id, invocation_id, run_id, turn_id, provider_tool_call_id, tool_name, \
-         canonical_args_hash, recovery_mode, current_state, call_event_id, result_event_id, \
-         version, dispatch_event_id FROM tool_operations WHERE call_event_id IN \
-         (SELECT event_id FROM runtime_events WHERE session_id = ?1 AND run_id = ?2) \
-         ORDER BY invocation_id, operation_id",
-    )?;
-    let operations = stmt
-        .query_map(params![session, run], operation_row)?
-        .collect::<Result<Vec<_>, _>>()?;
     Ok(RunRows {
         header,
         events,
         run_events,
         snapshots,
-        operations,
+        operations: Vec::new(),
     })
 }
 
@@ -270,20 +297,19 @@ pub(crate) fn read_session_rows(c: &Connection, session: &str) -> rusqlite::Resu
         return Ok(SessionRows::default());
     }
     let meta = c
-        .query_row(
+        .prepare_cached(
             "SELECT is_archived, metadata_version, payload_json FROM session_metadata \
              WHERE session_id = ?1",
-            [session],
-            |r| {
-                Ok(SessionMetaRow {
-                    is_archived: int(r, 0)? != 0,
-                    metadata_version: int(r, 1)?,
-                    payload_json: text(r, 2)?,
-                })
-            },
-        )
+        )?
+        .query_row([session], |r| {
+            Ok(SessionMetaRow {
+                is_archived: int(r, 0)? != 0,
+                metadata_version: int(r, 1)?,
+                payload_json: text(r, 2)?,
+            })
+        })
         .optional()?;
-    let mut stmt = c.prepare(
+    let mut stmt = c.prepare_cached(
         "SELECT sequence, message_type, record_json FROM session_messages \
          WHERE session_id = ?1 ORDER BY sequence",
     )?;
@@ -301,7 +327,7 @@ pub(crate) fn read_session_rows(c: &Connection, session: &str) -> rusqlite::Resu
         .any(|m| m.record_json == MESSAGE_CHUNK_MARKER)
         && has_table(c, "session_message_chunks")?
     {
-        let mut chunks = c.prepare(
+        let mut chunks = c.prepare_cached(
             "SELECT data FROM session_message_chunks WHERE session_id = ?1 AND sequence = ?2 \
              ORDER BY chunk_index",
         )?;
@@ -321,17 +347,16 @@ pub(crate) fn read_session_rows(c: &Connection, session: &str) -> rusqlite::Resu
         }
     }
     let max_ordinal = if has_table(c, "runtime_session_event_ordinals")? {
-        c.query_row(
+        c.prepare_cached(
             "SELECT COALESCE(MAX(ordinal), 0) FROM runtime_session_event_ordinals \
              WHERE session_id = ?1",
-            [session],
-            |r| int(r, 0),
         )?
+        .query_row([session], |r| int(r, 0))?
     } else {
         0
     };
     let boundary_requests = if has_table(c, "sandbox_boundary_log")? {
-        let mut stmt = c.prepare(
+        let mut stmt = c.prepare_cached(
             "SELECT request_id, status, outcome_reason, turn_id, run_id FROM sandbox_boundary_log \
              WHERE session_id = ?1 AND entry_kind = 'expansion_request' \
              ORDER BY created_at, entry_id",
@@ -372,7 +397,7 @@ pub(crate) fn read_invocation_users(
         "SELECT DISTINCT session_id, run_id, turn_id FROM runtime_events WHERE invocation_id = ?1 \
          ORDER BY 1, 2, 3"
     };
-    let mut stmt = c.prepare(sql)?;
+    let mut stmt = c.prepare_cached(sql)?;
     let rows = stmt
         .query_map([invocation], |r| {
             Ok((text(r, 0)?, text(r, 1)?, text(r, 2)?))
@@ -385,7 +410,7 @@ pub(crate) fn read_claims(c: &Connection) -> rusqlite::Result<Vec<ClaimRow>> {
     if !has_table(c, "runtime_continuation_claims")? {
         return Ok(Vec::new());
     }
-    let mut stmt = c.prepare(
+    let mut stmt = c.prepare_cached(
         "SELECT claim_id, source_session_id, source_run_id, boundary_json, target_session_id, \
          target_invocation_id, target_run_id, target_turn_id FROM runtime_continuation_claims \
          ORDER BY claim_id",
@@ -435,7 +460,14 @@ pub(crate) fn read_root_binding(c: &Connection) -> rusqlite::Result<Option<Strin
 impl Workspace {
     /// Every row of one run (see [`RunRows`]).
     pub fn run_rows(&self, session_id: &str, run_id: &str) -> Result<RunRows, DbError> {
-        read_run_rows(self.conn(), session_id, run_id).map_err(|e| self.err(&e))
+        let mut rows = self.runs_rows(&[(session_id, run_id)])?;
+        Ok(rows.pop().unwrap_or_default())
+    }
+
+    /// Every row of each run of `runs` `(session_id, run_id)`, in that order; reads
+    /// `tool_operations` once for all of them.
+    pub fn runs_rows(&self, runs: &[(&str, &str)]) -> Result<Vec<RunRows>, DbError> {
+        read_runs_rows(self.conn(), runs).map_err(|e| self.err(&e))
     }
 
     /// The session's metadata, transcript, ordinal high-water and boundary requests.

@@ -14,7 +14,7 @@ use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
 use super::facts::{
-    read_claims, read_invocation_users, read_ledger_fingerprint, read_run_rows, read_session_rows,
+    read_claims, read_invocation_users, read_ledger_fingerprint, read_runs_rows, read_session_rows,
     ClaimRow, InvocationUsers, LedgerFingerprint, RunRows, SessionRows, MESSAGE_CHUNK_BYTES,
     MESSAGE_CHUNK_MARKER,
 };
@@ -351,8 +351,14 @@ impl From<rusqlite::Error> for Revalidation {
 }
 
 fn revalidate(c: &Connection, set: &WriteSet) -> Result<(), Revalidation> {
-    for run in &set.runs {
-        let now = read_run_rows(c, &run.session_id, &run.run_id)?;
+    let keys: Vec<(&str, &str)> = set
+        .runs
+        .iter()
+        .map(|r| (r.session_id.as_str(), r.run_id.as_str()))
+        .collect();
+    // All runs at once: their tool operations are found in one pass.
+    let rows = read_runs_rows(c, &keys)?;
+    for (run, now) in set.runs.iter().zip(rows) {
         if now != run.expected {
             return Err(Revalidation::Changed(format!(
                 "run `{}` of session `{}`",
