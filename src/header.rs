@@ -280,66 +280,74 @@ pub fn check_run_event(
     run_id: &str,
     turn_id: Option<&str>,
 ) -> Result<(), String> {
-    // The fast path: one borrowed pass. Anything it refuses (including a repeated key,
-    // which JSON.parse accepts with its last value) is judged again by the exact path.
-    if let Ok(r) = serde_json::from_str::<RunEventRecord<'_>>(record_json) {
-        let ok = !r.ty.trim().is_empty()
-            && r.ts.is_finite()
-            && r.message.is_none_or(|m| m.get().starts_with('"'))
-            && r.data.is_none_or(|d| d.get().starts_with('{'))
-            && r.session_id == session_id
-            && r.run_id == run_id
-            && turn_id.is_none_or(|t| r.turn_id == t);
-        if ok {
-            return Ok(());
-        }
+    if run_event_plainly_ok(record_json, session_id, run_id, turn_id) {
+        return Ok(());
     }
     check_run_event_exact(record_json, session_id, run_id, turn_id)
 }
 
-/// A run event record's top level, borrowed. `message` and `data` stay raw so that a
-/// `null` (which Maka refuses) is seen as present.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunEventRecord<'a> {
-    #[serde(rename = "type", borrow)]
-    ty: std::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    #[allow(dead_code)]
-    id: std::borrow::Cow<'a, str>,
-    #[serde(rename = "runId", borrow)]
-    run_id: std::borrow::Cow<'a, str>,
-    #[serde(rename = "sessionId", borrow)]
-    session_id: std::borrow::Cow<'a, str>,
-    #[serde(rename = "turnId", borrow)]
-    turn_id: std::borrow::Cow<'a, str>,
-    ts: f64,
-    #[serde(default, borrow, deserialize_with = "raw_present")]
-    message: Option<&'a serde_json::value::RawValue>,
-    #[serde(default, borrow, deserialize_with = "raw_present")]
-    data: Option<&'a serde_json::value::RawValue>,
+/// The fast path (it runs on every run event of the workspace, and `data` can be
+/// large): `true` only for a record the exact check certainly accepts, judged from its
+/// raw members without building any value. A repeated key (which `JSON.parse` takes
+/// with its last value), an escape in a compared string or a `ts` that might not be
+/// finite is left to the exact check, which also gives the reason.
+fn run_event_plainly_ok(
+    record_json: &str,
+    session_id: &str,
+    run_id: &str,
+    turn_id: Option<&str>,
+) -> bool {
+    use crate::json::validate::{plain_members, skip_number, skip_string};
+    let Some(members) = plain_members(record_json) else {
+        return false;
+    };
+    // The string without escapes, when the value is one.
+    fn plain(v: &str) -> Option<&str> {
+        match skip_string(v.as_bytes(), 0) {
+            Some((end, false)) if end == v.len() => Some(&v[1..end - 1]),
+            _ => None,
+        }
+    }
+    const REQUIRED: u8 = 0b0011_1111;
+    let mut seen = 0u8;
+    for (k, v) in members {
+        let (bit, ok) = match k {
+            // Some printable ASCII: non-blank under any definition of white space.
+            "type" => (
+                1,
+                plain(v).is_some_and(|t| t.bytes().any(|c| c.is_ascii_graphic())),
+            ),
+            "id" => (2, v.starts_with('"')),
+            "runId" => (4, plain(v) == Some(run_id)),
+            "sessionId" => (8, plain(v) == Some(session_id)),
+            "turnId" => (16, plain(v).is_some_and(|t| turn_id.is_none_or(|x| x == t))),
+            "ts" => (32, skip_number(v.as_bytes(), 0) == Some((v.len(), true))),
+            "message" => (64, v.starts_with('"')),
+            "data" => (128, v.starts_with('{')),
+            _ => return false,
+        };
+        if !ok || seen & bit != 0 {
+            return false;
+        }
+        seen |= bit;
+    }
+    seen & REQUIRED == REQUIRED
 }
 
-/// A present key, whatever its value (`null` included).
-fn raw_present<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<&'de serde_json::value::RawValue>, D::Error> {
-    <&serde_json::value::RawValue as serde::Deserialize>::deserialize(d).map(Some)
-}
-
-/// The exact check, with a reason: top-level keys only, values left unparsed.
+/// The exact check, with a reason, on the record parsed as `JSON.parse` parses it (a
+/// repeated key keeps its last value; lone surrogates are strings like any other).
 fn check_run_event_exact(
     record_json: &str,
     session_id: &str,
     run_id: &str,
     turn_id: Option<&str>,
 ) -> Result<(), String> {
-    use serde_json::value::RawValue;
-    // Top-level keys only, values left unparsed: this runs on every run event of the
-    // workspace, and `data` can be large. A repeated key keeps its last value, as in
-    // `JSON.parse`.
-    let map: std::collections::HashMap<String, &RawValue> = serde_json::from_str(record_json)
-        .map_err(|e| format!("record is not a JSON object: {e}"))?;
+    use crate::json::Json;
+    let value = crate::json::parse(record_json)
+        .map_err(|e| format!("record is not JSON: {}", e.message))?;
+    let Json::Object(ref map) = value else {
+        return Err("record is not a JSON object".into());
+    };
     const KEYS: &[&str] = &[
         "type",
         "id",
@@ -350,16 +358,21 @@ fn check_run_event_exact(
         "message",
         "data",
     ];
-    let mut unknown: Vec<&String> = map.keys().filter(|k| !KEYS.contains(&k.as_str())).collect();
+    let mut unknown: Vec<String> = map
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| !KEYS.iter().any(|x| **k == **x))
+        .map(|k| k.to_string_lossy())
+        .collect();
     unknown.sort();
     if let Some(k) = unknown.first() {
         return Err(format!("unknown key `{k}`"));
     }
-    let string = |k: &str| -> Option<String> {
-        map.get(k)
-            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
+    let string = |k: &str| match map.get(k) {
+        Some(Json::String(s)) => Some(s),
+        _ => None,
     };
-    if string("type").is_none_or(|t| t.trim().is_empty()) {
+    if string("type").is_none_or(|t| t.code_points().all(is_js_trimmed)) {
         return Err("`type` is not a non-blank string".into());
     }
     for k in ["id", "runId", "sessionId", "turnId"] {
@@ -367,32 +380,38 @@ fn check_run_event_exact(
             return Err(format!("`{k}` is not a string"));
         }
     }
-    let ts = map
-        .get("ts")
-        .and_then(|raw| serde_json::from_str::<f64>(raw.get()).ok());
-    if !ts.is_some_and(f64::is_finite) {
+    if !matches!(map.get("ts"), Some(Json::Number(n)) if n.is_finite()) {
         return Err("`ts` is not a finite number".into());
     }
-    if map.contains_key("message") && string("message").is_none() {
+    if map.get("message").is_some() && string("message").is_none() {
         return Err("`message` is not a string".into());
     }
     if map
         .get("data")
-        .is_some_and(|raw| !raw.get().trim_start().starts_with('{'))
+        .is_some_and(|d| !matches!(d, Json::Object(_)))
     {
         return Err("`data` is not an object".into());
     }
-    if string("sessionId").as_deref() != Some(session_id)
-        || string("runId").as_deref() != Some(run_id)
+    if string("sessionId").is_none_or(|s| *s != *session_id)
+        || string("runId").is_none_or(|r| *r != *run_id)
     {
         return Err("its sessionId/runId differ from the run's".into());
     }
     if let Some(t) = turn_id {
-        if string("turnId").as_deref() != Some(t) {
+        if string("turnId").is_none_or(|x| *x != *t) {
             return Err("its turnId differs from the run header's".into());
         }
     }
     Ok(())
+}
+
+/// What `String.prototype.trim` removes: WhiteSpace and LineTerminator code points.
+fn is_js_trimmed(c: u32) -> bool {
+    matches!(
+        c,
+        0x09 | 0x0A | 0x0B | 0x0C | 0x0D | 0x20 | 0xA0 | 0x1680 | 0x2000
+            ..=0x200A | 0x2028 | 0x2029 | 0x202F | 0x205F | 0x3000 | 0xFEFF
+    )
 }
 
 #[cfg(test)]
@@ -441,5 +460,163 @@ mod run_event_tests {
             "\"ts\":1.5,\"message\":\"m\",\"data\":{\"a\":[1]}",
         );
         assert!(check_run_event(&ok_data, "s", "r", Some("t")).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod run_event_fast_path_tests {
+    use super::*;
+
+    const OK: &str = r#"{"type":"run_started","id":"e1","runId":"r1","sessionId":"s1","turnId":"t1","ts":17,"message":"hi","data":{"a":[1,{"b":null}]}}"#;
+
+    fn check(record: &str) -> Result<(), String> {
+        check_run_event(record, "s1", "r1", Some("t1"))
+    }
+
+    #[test]
+    fn accepts_and_refuses_as_maka_does() {
+        assert_eq!(check(OK), Ok(()));
+        assert!(run_event_plainly_ok(OK, "s1", "r1", Some("t1")));
+        let bad = [
+            (
+                OK.replace("\"ts\":17", "\"ts\":1e400"),
+                "`ts` is not a finite number",
+            ),
+            (
+                OK.replace("\"ts\":17", "\"ts\":\"17\""),
+                "`ts` is not a finite number",
+            ),
+            (
+                OK.replace("run_started", " \\u00a0\\ufeff"),
+                "`type` is not a non-blank string",
+            ),
+            (OK.replace("\"hi\"", "null"), "`message` is not a string"),
+            (
+                OK.replace("{\"a\":[1,{\"b\":null}]}", "[]"),
+                "`data` is not an object",
+            ),
+            (
+                OK.replace("\"s1\"", "\"s2\""),
+                "its sessionId/runId differ from the run's",
+            ),
+            (
+                OK.replace("\"t1\"", "\"t2\""),
+                "its turnId differs from the run header's",
+            ),
+            (OK.replace("\"id\"", "\"idx\""), "unknown key `idx`"),
+            (OK.replace(",\"id\":\"e1\"", ""), "`id` is not a string"),
+        ];
+        for (record, why) in bad {
+            assert_eq!(check(&record), Err(why.to_owned()), "{record}");
+        }
+        assert!(check("{\"type\":")
+            .unwrap_err()
+            .starts_with("record is not JSON"));
+        assert_eq!(check("[]"), Err("record is not a JSON object".into()));
+    }
+
+    #[test]
+    fn the_exact_path_follows_json_parse() {
+        // Escapes, lone surrogates, a repeated key (the last value counts) and deep
+        // `data` are all fine for JSON.parse; the fast path leaves them to the exact one.
+        let escaped = OK.replace("\"s1\"", "\"\\u0073\\u0031\"");
+        assert!(!run_event_plainly_ok(&escaped, "s1", "r1", Some("t1")));
+        assert_eq!(check(&escaped), Ok(()));
+        let lone = OK.replace("\"e1\"", "\"\\ud800\"");
+        assert_eq!(check(&lone), Ok(()));
+        let repeated = OK.replace("\"ts\":17", "\"ts\":\"x\",\"ts\":17");
+        assert!(!run_event_plainly_ok(&repeated, "s1", "r1", Some("t1")));
+        assert_eq!(check(&repeated), Ok(()));
+        let deep = OK.replace(
+            "{\"a\":[1,{\"b\":null}]}",
+            &format!("{{\"a\":{}{}}}", "[".repeat(5000), "]".repeat(5000)),
+        );
+        assert!(run_event_plainly_ok(&deep, "s1", "r1", Some("t1")));
+        assert_eq!(check(&deep), Ok(()));
+        // Without a header turn, any turn is the run's.
+        assert_eq!(
+            check_run_event(&OK.replace("t1", "t9"), "s1", "r1", None),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_fast_path_never_accepts_what_the_exact_path_refuses() {
+        // Every run event Maka wrote in the fixtures, and byte-level damage of each.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut records = Vec::new();
+        for dir in std::fs::read_dir(&root).unwrap() {
+            let db = dir.unwrap().path().join("runtime.sqlite");
+            if !db.exists() {
+                continue;
+            }
+            let uri = format!("file:{}?immutable=1", db.display());
+            let flags =
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+            let conn = rusqlite::Connection::open_with_flags(uri, flags).unwrap();
+            let mut stmt = conn
+                .prepare(
+                    "SELECT e.session_id, e.run_id, e.record_json, \
+                     json_extract(h.record_json, '$.turnId') FROM core_agent_run_events e \
+                     JOIN core_agent_runs h USING (session_id, run_id)",
+                )
+                .unwrap();
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                    ))
+                })
+                .unwrap();
+            records.extend(rows.map(Result::unwrap));
+        }
+        assert!(records.len() > 100, "{} run events", records.len());
+        let mut accepted = 0;
+        let mut damaged = 0;
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        const BYTES: &[u8] = b"{}[]\",:\\ 0123456789eE+-.tfnul\t\nabz";
+        for (s, r, record, turn) in &records {
+            assert_eq!(check_run_event(record, s, r, turn.as_deref()), Ok(()));
+            accepted += usize::from(run_event_plainly_ok(record, s, r, turn.as_deref()));
+            for _ in 0..40 {
+                let mut b = record.clone().into_bytes();
+                let at = (next() as usize) % b.len();
+                match next() % 3 {
+                    0 => {
+                        b.remove(at);
+                    }
+                    1 => b.insert(at, BYTES[(next() as usize) % BYTES.len()]),
+                    _ => b[at] = BYTES[(next() as usize) % BYTES.len()],
+                }
+                let Ok(m) = String::from_utf8(b) else {
+                    continue;
+                };
+                if run_event_plainly_ok(&m, s, r, turn.as_deref()) {
+                    assert_eq!(
+                        check_run_event_exact(&m, s, r, turn.as_deref()),
+                        Ok(()),
+                        "the fast path accepted {m}"
+                    );
+                } else {
+                    damaged += 1;
+                }
+            }
+        }
+        // The fast path is the usual one, and the damage was mostly caught.
+        assert!(
+            accepted * 10 >= records.len() * 9,
+            "{accepted} of {}",
+            records.len()
+        );
+        assert!(damaged > records.len() * 10, "{damaged}");
     }
 }

@@ -8,6 +8,7 @@
 
 mod parse;
 mod stringify;
+pub mod validate;
 
 pub use parse::{parse, ParseError};
 pub use stringify::{

@@ -72,7 +72,7 @@ static STRING_STOP: [bool; 256] = {
 /// The first position at or after `from` holding a `STRING_STOP` byte. Reads eight
 /// bytes at a time: long plain strings are the bulk of stored payload bytes.
 #[inline]
-fn find_string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+pub(crate) fn find_string_stop(bytes: &[u8], from: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // Sets the high bit of the first byte of `v` that is zero (later bits may be false
