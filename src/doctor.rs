@@ -7,7 +7,9 @@ use std::path::Path;
 use crate::db::{
     DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace,
 };
-use crate::scan::{EventBatch, HeaderBrief, ScanReport, ScanStore, Tables, Walker};
+use crate::scan::{
+    EventBatch, EventHasher, HeaderBrief, OrdinalSummary, ScanReport, ScanStore, Tables, Walker,
+};
 
 /// Options of a scan.
 #[derive(Clone, Copy, Debug, Default)]
@@ -51,23 +53,20 @@ struct Store<'a> {
     digests: Option<crate::scan::projection::StoredDigests>,
     /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable.
     briefs: Option<HeaderBriefs>,
+    /// The ordinal rows, when reduced beside the walk.
+    ordinals: Option<OrdinalSummary>,
 }
 
 /// Every decodable run header, reduced ([`HeaderBrief`]), by fingerprint of
 /// `(session, run)`. Memory: about 100 bytes per run header.
 struct HeaderBriefs {
-    hashers: (
-        std::collections::hash_map::RandomState,
-        std::collections::hash_map::RandomState,
-    ),
+    hasher: crate::hash128::Keyed128,
     map: std::collections::HashMap<u128, HeaderBrief>,
 }
 
 impl HeaderBriefs {
     fn key(&self, s: &str, r: &str) -> u128 {
-        use std::hash::BuildHasher;
-        (u128::from(self.hashers.0.hash_one((s, r))) << 64)
-            | u128::from(self.hashers.1.hash_one((s, r)))
+        self.hasher.hash(&(s, r))
     }
 }
 
@@ -114,7 +113,7 @@ fn read_briefs(
         return Ok(None);
     }
     let mut b = HeaderBriefs {
-        hashers: Default::default(),
+        hasher: crate::hash128::Keyed128::random(),
         // Sized once: no transient doubling while it fills.
         map: std::collections::HashMap::with_capacity(ws.count_rows("core_agent_runs")? as usize),
     };
@@ -299,17 +298,13 @@ impl ScanStore for Store<'_> {
         self.ws.session_of_run_events(invocation_id, run_id)
     }
     fn for_each_ordinal(&mut self, f: &mut dyn FnMut(&str, i64, &str)) -> Result<bool, DbError> {
-        if !self.has_ordinals {
-            return Ok(false);
+        ordinals_of(self.ws, self.has_ordinals, self.gone, f)
+    }
+    fn ordinal_summary(&mut self, hasher: &EventHasher) -> Result<OrdinalSummary, DbError> {
+        match self.ordinals.take() {
+            Some(o) => Ok(o),
+            None => OrdinalSummary::read(hasher, |f| self.for_each_ordinal(f)),
         }
-        let gone = &self.gone;
-        // Ordinal rows cascade with their events.
-        self.ws.for_each_ordinal(&mut |s: &str, o: i64, e: &str| {
-            if !gone.session(s) {
-                f(s, o, e)
-            }
-        })?;
-        Ok(true)
     }
     fn events_without_ordinal(&mut self) -> Result<Vec<(String, String, String)>, DbError> {
         if !self.has_ordinals {
@@ -319,6 +314,25 @@ impl ScanStore for Store<'_> {
         rows.retain(|(_, s, _)| !self.gone.session(s));
         Ok(rows)
     }
+}
+
+/// Every ordinal row of the sessions not excluded (see [`ScanStore::for_each_ordinal`]).
+fn ordinals_of(
+    ws: &Workspace,
+    has_ordinals: bool,
+    gone: &Exclusion,
+    f: &mut dyn FnMut(&str, i64, &str),
+) -> Result<bool, DbError> {
+    if !has_ordinals {
+        return Ok(false);
+    }
+    // Ordinal rows cascade with their events.
+    ws.for_each_ordinal(&mut |s: &str, o: i64, e: &str| {
+        if !gone.session(s) {
+            f(s, o, e)
+        }
+    })?;
+    Ok(true)
 }
 
 /// Reads every table the scan needs and computes the report. `progress` is called
@@ -364,21 +378,27 @@ pub fn scan_workspace_without(
         None
     };
     std::thread::scope(|scope| {
-        // The twin reads the run headers (which the walk needs first) and then checks
-        // the run events (which nothing else needs) while this thread reads the tool
-        // projections and walks. Should it not start, all of it happens here.
+        let mut walker = Walker::new().keep_all_runs(opts.all_runs);
+        // The twin reads the run headers (which the walk needs first), then checks the
+        // run events and reduces the ordinal rows (which the walk needs only at its
+        // end) while this thread reads the tool projections and walks. Should it not
+        // start, all of it happens here.
         let (briefs_tx, briefs_rx) = std::sync::mpsc::channel();
+        let hasher = walker.event_hasher();
         let beside = twin.and_then(|t| {
             let gone = &gone;
             std::thread::Builder::new()
                 .name("headers-run-events".into())
                 .spawn_scoped(scope, move || {
                     let _ = briefs_tx.send(read_briefs(&t, has_headers, gone));
-                    if has_run_events {
-                        run_event_findings(&t, gone)
+                    let bad = if has_run_events {
+                        run_event_findings(&t, gone)?
                     } else {
-                        Ok(Vec::new())
-                    }
+                        Vec::new()
+                    };
+                    let ordinals =
+                        OrdinalSummary::read(&hasher, |f| ordinals_of(&t, has_ordinals, gone, f))?;
+                    Ok((bad, ordinals))
                 })
                 .ok()
         });
@@ -391,13 +411,13 @@ pub fn scan_workspace_without(
             gone: &gone,
             digests: None,
             briefs: None,
+            ordinals: None,
         };
         store.read_digests()?;
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
             Err(_) => read_briefs(ws, has_headers, &gone)?,
         };
-        let mut walker = Walker::new().keep_all_runs(opts.all_runs);
         let at_decoder = match opts.threads {
             Threads::Auto => Some(2),
             Threads::One => None,
@@ -406,16 +426,19 @@ pub fn scan_workspace_without(
         walk_events(ws, &mut walker, &mut store, scope, at_decoder, &mut |n| {
             progress(n, total)
         })?;
-        let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;
-        if has_run_events {
-            let bad = match beside {
-                Some(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-                None => run_event_findings(ws, &gone)?,
-            };
-            if !bad.is_empty() {
-                report.findings.extend(bad);
-                report.recount();
+        let bad = match beside {
+            Some(h) => {
+                let (bad, ordinals) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                store.ordinals = Some(ordinals);
+                bad
             }
+            None if has_run_events => run_event_findings(ws, &gone)?,
+            None => Vec::new(),
+        };
+        let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;
+        if !bad.is_empty() {
+            report.findings.extend(bad);
+            report.recount();
         }
         Ok(report)
     })

@@ -18,6 +18,7 @@ pub mod event;
 pub mod expect;
 pub mod finalize;
 pub mod findings;
+pub mod hash128;
 pub mod header;
 pub mod json;
 pub mod ledger;

@@ -23,9 +23,7 @@ pub mod runs;
 
 pub use report::*;
 
-use std::collections::hash_map::RandomState;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::hash::BuildHasher;
 
 use crate::db::schema::{diff_schema, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
 use crate::db::{
@@ -151,9 +149,63 @@ pub trait ScanStore {
     /// Every ordinal row `(session, ordinal, event id)` in primary-key order; `false`
     /// without the table.
     fn for_each_ordinal(&mut self, f: &mut dyn FnMut(&str, i64, &str)) -> Result<bool, DbError>;
+    /// The ordinal rows reduced with the walk's event hasher (a store may have it
+    /// ready, read beside the walk).
+    fn ordinal_summary(&mut self, hasher: &EventHasher) -> Result<OrdinalSummary, DbError> {
+        OrdinalSummary::read(hasher, |f| self.for_each_ordinal(f))
+    }
     /// Events without an ordinal row `(event_id, session_id, run_id)` (the exact, slow
     /// query; only run when the fast check fails).
     fn events_without_ordinal(&mut self) -> Result<Vec<(String, String, String)>, DbError>;
+}
+
+/// The keyed hash summed over event ids, for the ordinal check.
+pub type EventHasher = crate::hash128::Keyed128;
+
+/// `runtime_session_event_ordinals`, reduced: the sum of its event ids' hashes, and the
+/// sessions whose ordinals are not exactly `1..=count` (`(session, count, max)`).
+#[derive(Debug, Default)]
+pub struct OrdinalSummary {
+    /// Whether the table exists.
+    pub present: bool,
+    pub sum: u128,
+    pub gaps: Vec<(String, i64, i64)>,
+}
+
+impl OrdinalSummary {
+    /// Folds the rows `each` gives (in primary-key order; it returns whether the table
+    /// exists).
+    pub fn read(
+        hasher: &EventHasher,
+        each: impl FnOnce(&mut dyn FnMut(&str, i64, &str)) -> Result<bool, DbError>,
+    ) -> Result<OrdinalSummary, DbError> {
+        let mut out = OrdinalSummary::default();
+        let mut cur: Option<(String, i64, i64, i64)> = None;
+        let flush = |c: Option<(String, i64, i64, i64)>, gaps: &mut Vec<(String, i64, i64)>| {
+            if let Some((s, count, min, max)) = c {
+                if count != max || min != 1 {
+                    gaps.push((s, count, max));
+                }
+            }
+        };
+        let (sum, gaps) = (&mut out.sum, &mut out.gaps);
+        out.present = each(&mut |s, ordinal, event_id| {
+            *sum = sum.wrapping_add(hasher.hash(event_id));
+            match &mut cur {
+                Some((cs, count, min, max)) if cs == s => {
+                    *count += 1;
+                    *min = (*min).min(ordinal);
+                    *max = (*max).max(ordinal);
+                }
+                _ => {
+                    flush(cur.take(), gaps);
+                    cur = Some((s.to_owned(), 1, ordinal, ordinal));
+                }
+            }
+        })?;
+        flush(cur.take(), &mut out.gaps);
+        Ok(out)
+    }
 }
 
 /// A run header that decodes, reduced to the fields the run classification reads
@@ -260,12 +312,12 @@ pub struct Walker {
     /// `committed_at` of the invocation's tool-bearing rows, for the projection rebuild.
     inv_commits: HashMap<String, i64>,
     // Small, global.
-    run_hasher: (RandomState, RandomState),
+    run_hasher: crate::hash128::Keyed128,
     closed_runs: HashSet<u128>,
     split_runs: BTreeSet<(String, String)>,
     headers_found: u64,
-    event_hasher: (RandomState, RandomState),
-    event_sum: (u64, u64),
+    event_hasher: EventHasher,
+    event_sum: u128,
     events: u64,
     // Results (as many as findings, or runs that are not plainly terminal).
     decode_failures: Vec<DecodeFailure>,
@@ -293,12 +345,12 @@ impl Walker {
             expected_seq: 1,
             inv_runs: Vec::new(),
             inv_commits: HashMap::new(),
-            run_hasher: (RandomState::new(), RandomState::new()),
+            run_hasher: crate::hash128::Keyed128::random(),
             closed_runs: HashSet::new(),
             split_runs: BTreeSet::new(),
             headers_found: 0,
-            event_hasher: (RandomState::new(), RandomState::new()),
-            event_sum: (0, 0),
+            event_hasher: crate::hash128::Keyed128::random(),
+            event_sum: 0,
             events: 0,
             decode_failures: Vec::new(),
             seq_findings: Vec::new(),
@@ -322,9 +374,13 @@ impl Walker {
     }
 
     fn run_fingerprint(&self, s: &str, r: &str) -> u128 {
-        let a = self.run_hasher.0.hash_one((s, r));
-        let b = self.run_hasher.1.hash_one((s, r));
-        (u128::from(a) << 64) | u128::from(b)
+        self.run_hasher.hash(&(s, r))
+    }
+
+    /// The keys of its event-id hash, for a store that reduces the ordinal rows
+    /// elsewhere ([`ScanStore::ordinal_summary`]).
+    pub fn event_hasher(&self) -> EventHasher {
+        self.event_hasher.clone()
     }
 
     /// Feeds the next row in `invocation_id, event_seq, event_id` order.
@@ -370,14 +426,7 @@ impl Walker {
         }
         self.check_seq(row);
         let id = &*row.event_id;
-        self.event_sum.0 = self
-            .event_sum
-            .0
-            .wrapping_add(self.event_hasher.0.hash_one(id));
-        self.event_sum.1 = self
-            .event_sum
-            .1
-            .wrapping_add(self.event_hasher.1.hash_one(id));
+        self.event_sum = self.event_sum.wrapping_add(self.event_hasher.hash(id));
         let pos = match self
             .inv_runs
             .iter()
@@ -592,8 +641,7 @@ impl Walker {
             let closed = &self.closed_runs;
             let hasher = &self.run_hasher;
             store.for_each_header_key(&mut |s, r| {
-                let fp = (u128::from(hasher.0.hash_one((s, r))) << 64)
-                    | u128::from(hasher.1.hash_one((s, r)));
+                let fp = hasher.hash(&(s, r));
                 if !closed.contains(&fp) {
                     missing.push((s.to_owned(), r.to_owned()));
                 }
@@ -675,33 +723,8 @@ impl Walker {
         }
         // Ordinals: gaps per session, and every event has one (sum of id hashes; the
         // exact query runs only if the sums differ).
-        let mut ordinal_gaps = Vec::new();
-        let mut ord_sum = (0u64, 0u64);
-        let mut cur: Option<(String, i64, i64, i64)> = None;
-        let eh = &self.event_hasher;
-        let flush = |c: Option<(String, i64, i64, i64)>, gaps: &mut Vec<(String, i64, i64)>| {
-            if let Some((s, count, min, max)) = c {
-                if count != max || min != 1 {
-                    gaps.push((s, count, max));
-                }
-            }
-        };
-        let has_ordinals = store.for_each_ordinal(&mut |s, ordinal, event_id| {
-            ord_sum.0 = ord_sum.0.wrapping_add(eh.0.hash_one(event_id));
-            ord_sum.1 = ord_sum.1.wrapping_add(eh.1.hash_one(event_id));
-            match &mut cur {
-                Some((cs, count, min, max)) if cs == s => {
-                    *count += 1;
-                    *min = (*min).min(ordinal);
-                    *max = (*max).max(ordinal);
-                }
-                _ => {
-                    flush(cur.take(), &mut ordinal_gaps);
-                    cur = Some((s.to_owned(), 1, ordinal, ordinal));
-                }
-            }
-        })?;
-        flush(cur.take(), &mut ordinal_gaps);
+        let ordinals = store.ordinal_summary(&self.event_hasher)?;
+        let (has_ordinals, ord_sum, ordinal_gaps) = (ordinals.present, ordinals.sum, ordinals.gaps);
         let events_without_ordinal = if has_ordinals && ord_sum != self.event_sum {
             store.events_without_ordinal()?
         } else {

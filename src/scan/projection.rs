@@ -2,10 +2,10 @@
 //! comparison of the stored tool projections with a rebuild from the log (Maka's
 //! `rebuildToolProjectionsFromRuntimeEvents`, which keeps dispatched operations only).
 
+use crate::hash128::Keyed128;
 use std::borrow::Cow;
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hash};
+use std::hash::Hash;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -741,7 +741,7 @@ fn t(s: &JsStr) -> Cow<'_, str> {
 /// caller does the exact lookups. Memory: one map entry (two 128-bit numbers) per
 /// operation id.
 pub struct StoredDigests {
-    hashers: (RandomState, RandomState),
+    hasher: Keyed128,
     sums: HashMap<u128, u128>,
 }
 
@@ -754,7 +754,7 @@ impl Default for StoredDigests {
 impl StoredDigests {
     pub fn new() -> StoredDigests {
         StoredDigests {
-            hashers: (RandomState::new(), RandomState::new()),
+            hasher: Keyed128::random(),
             sums: HashMap::new(),
         }
     }
@@ -762,13 +762,13 @@ impl StoredDigests {
     /// Room for `n` operation ids without growing.
     pub fn with_capacity(n: usize) -> StoredDigests {
         StoredDigests {
-            hashers: (RandomState::new(), RandomState::new()),
+            hasher: Keyed128::random(),
             sums: HashMap::with_capacity(n),
         }
     }
 
     fn hash<T: Hash + ?Sized>(&self, v: &T) -> u128 {
-        (u128::from(self.hashers.0.hash_one(v)) << 64) | u128::from(self.hashers.1.hash_one(v))
+        self.hasher.hash(v)
     }
 
     /// The compared columns of an operation row (every column but the key).
