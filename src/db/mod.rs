@@ -35,7 +35,7 @@ pub use rows::*;
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// `PRAGMA cache_size` of read connections (negative: KiB).
-pub const READ_CACHE_KIB: i64 = -32 * 1024;
+pub const READ_CACHE_KIB: i64 = -16 * 1024;
 
 /// `PRAGMA cache_size` of a [`Workspace::reader_twin`].
 const TWIN_CACHE_KIB: i64 = -2 * 1024;
