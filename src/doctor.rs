@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::db::{
     DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace,
@@ -51,8 +52,9 @@ struct Store<'a> {
     gone: &'a Exclusion,
     /// Digests of the stored projections, when usable (see `read_digests`).
     digests: Option<crate::scan::projection::StoredDigests>,
-    /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable.
-    briefs: Option<HeaderBriefs>,
+    /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable
+    /// (shared with the run-event check).
+    briefs: Option<Arc<HeaderBriefs>>,
     /// The ordinal rows, when reduced beside the walk.
     ordinals: Option<OrdinalSummary>,
 }
@@ -390,9 +392,11 @@ pub fn scan_workspace_without(
             std::thread::Builder::new()
                 .name("headers-run-events".into())
                 .spawn_scoped(scope, move || {
-                    let _ = briefs_tx.send(read_briefs(&t, has_headers, gone));
+                    let briefs = read_briefs(&t, has_headers, gone).map(|b| b.map(Arc::new));
+                    let mine = briefs.as_ref().ok().cloned().flatten();
+                    let _ = briefs_tx.send(briefs);
                     let bad = if has_run_events {
-                        run_event_findings(&t, gone)?
+                        run_event_findings(&t, gone, mine.as_deref())?
                     } else {
                         Vec::new()
                     };
@@ -416,7 +420,7 @@ pub fn scan_workspace_without(
         store.read_digests()?;
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
-            Err(_) => read_briefs(ws, has_headers, &gone)?,
+            Err(_) => read_briefs(ws, has_headers, &gone)?.map(Arc::new),
         };
         let at_decoder = match opts.threads {
             Threads::Auto => Some(2),
@@ -432,7 +436,7 @@ pub fn scan_workspace_without(
                 store.ordinals = Some(ordinals);
                 bad
             }
-            None if has_run_events => run_event_findings(ws, &gone)?,
+            None if has_run_events => run_event_findings(ws, &gone, store.briefs.as_deref())?,
             None => Vec::new(),
         };
         let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;
@@ -687,9 +691,15 @@ fn finish_scan(
 fn run_event_findings(
     ws: &Workspace,
     gone: &Exclusion,
+    briefs: Option<&HeaderBriefs>,
 ) -> Result<Vec<crate::findings::Finding>, DbError> {
     let mut bad = Vec::new();
-    ws.for_each_run_event(&mut |s, r, seq, record, turn| {
+    // The turn of a decoded header, as Maka reads it; other runs are looked up.
+    let known = |s: &str, r: &str| -> Option<String> {
+        let b = briefs?;
+        b.map.get(&b.key(s, r)).map(|h| h.turn_id().to_owned())
+    };
+    ws.for_each_run_event(&known, &mut |s, r, seq, record, turn| {
         if gone.session(s) {
             return;
         }

@@ -521,7 +521,14 @@ impl Workspace {
     /// when the header is missing or has none): `(session, run, sequence, record, turn)`.
     /// Rows are borrowed from SQLite, in table order; a run's header is looked up once
     /// per stretch of its rows, not joined per row. Without a `core_agent_runs` table (a damaged schema) every turn is null.
-    pub fn for_each_run_event(&self, f: &mut RunEventVisitor<'_>) -> Result<(), DbError> {
+    ///
+    /// `known_turn` answers for runs whose header the caller has already decoded (the
+    /// turn as Maka reads it); the others are looked up here.
+    pub fn for_each_run_event(
+        &self,
+        known_turn: &dyn Fn(&str, &str) -> Option<String>,
+        f: &mut RunEventVisitor<'_>,
+    ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         // A run's turn is looked up when its rows begin (they are mostly together in
         // table order) and remembered for a while: memory stays bounded, unlike a map of
@@ -552,11 +559,23 @@ impl Workspace {
         while let Some(r) = rows.next().map_err(e)? {
             let (s, run) = (text_ref(r, 0).map_err(e)?, text_ref(r, 1).map_err(e)?);
             if key.0 != *s || key.1 != *run {
+                // Only text keys can be the caller's (its keys are text).
+                let text_keys = matches!(
+                    (r.get_ref(0).map_err(e)?, r.get_ref(1).map_err(e)?),
+                    (ValueRef::Text(a), ValueRef::Text(b))
+                        if std::str::from_utf8(a).is_ok() && std::str::from_utf8(b).is_ok()
+                );
                 key = (s.into_owned(), run.into_owned());
-                turn = match (turns.get(&key), header.as_mut()) {
-                    (Some(t), _) => t.clone(),
-                    (None, None) => None,
-                    (None, Some(h)) => {
+                let known = if text_keys {
+                    known_turn(&key.0, &key.1)
+                } else {
+                    None
+                };
+                turn = match (known, turns.get(&key), header.as_mut()) {
+                    (Some(t), _, _) => Some(t),
+                    (None, Some(t), _) => t.clone(),
+                    (None, None, None) => None,
+                    (None, None, Some(h)) => {
                         // The row's own values, so that the lookup is the join's.
                         use rusqlite::types::ToSqlOutput::Borrowed;
                         let (sv, rv) = (r.get_ref(0).map_err(e)?, r.get_ref(1).map_err(e)?);

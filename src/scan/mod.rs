@@ -245,6 +245,11 @@ impl HeaderBrief {
         })
     }
 
+    /// The header's `turnId`.
+    pub fn turn_id(&self) -> &str {
+        self.parts()[0].unwrap_or_default()
+    }
+
     fn parts(&self) -> [Option<&str>; 3] {
         let mut at = 0usize;
         self.lens.map(|len| {
