@@ -343,12 +343,18 @@ fn finding_key(f: &Finding) -> FindingKey {
 /// rescan has no finding the first scan did not have.
 fn verify(before: &ScanReport, after: &ScanReport, plan: &Plan) -> Result<(), CliError> {
     let mut problems = Vec::new();
+    // By key: a plan can hold thousands of runs, the rescan every run of the file.
+    let mut states: std::collections::HashMap<(&str, &str), RunState> =
+        std::collections::HashMap::with_capacity(after.runs.len());
+    for r in &after.runs {
+        states
+            .entry((r.session_id.as_str(), r.run_id.as_str()))
+            .or_insert(r.state);
+    }
     for e in &plan.plan {
-        let state = after
-            .runs
-            .iter()
-            .find(|r| r.session_id == e.session_id && r.run_id == e.run_id)
-            .map(|r| r.state);
+        let state = states
+            .get(&(e.session_id.as_str(), e.run_id.as_str()))
+            .copied();
         let ok = match state {
             Some(RunState::Terminal) => true,
             Some(RunState::AwaitingAdoption) => !e.header_written,
