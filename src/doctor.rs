@@ -357,6 +357,9 @@ pub fn scan_workspace_without(
     excluded: &BTreeSet<String>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ScanReport, DbError> {
+    // One snapshot for every read on this connection (a second one is used only
+    // where nothing can change, see `reader_twin`).
+    let _snapshot = ws.read_snapshot()?;
     let schema = ws.schema_facts()?;
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
     let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (

@@ -371,6 +371,20 @@ impl Workspace {
         Ok(Some(ws))
     }
 
+    /// Holds one read snapshot until the guard is dropped: every statement run
+    /// meanwhile sees the same committed state, even while Maka commits to the `-wal`
+    /// (without it each statement takes the newest one). Nothing when a transaction is
+    /// already open on this connection.
+    pub fn read_snapshot(&self) -> Result<ReadSnapshot<'_>, DbError> {
+        if !self.conn.is_autocommit() {
+            return Ok(ReadSnapshot { ws: None });
+        }
+        self.conn
+            .execute_batch("BEGIN DEFERRED")
+            .map_err(|e| self.err(&e))?;
+        Ok(ReadSnapshot { ws: Some(self) })
+    }
+
     pub(crate) fn err(&self, e: &rusqlite::Error) -> DbError {
         DbError::from_sqlite(&self.path, e)
     }
@@ -382,6 +396,20 @@ impl Workspace {
 
     pub(crate) fn conn(&self) -> &Connection {
         &self.conn
+    }
+}
+
+/// See [`Workspace::read_snapshot`].
+pub struct ReadSnapshot<'a> {
+    ws: Option<&'a Workspace>,
+}
+
+impl Drop for ReadSnapshot<'_> {
+    fn drop(&mut self) {
+        if let Some(ws) = self.ws {
+            // Ends a read transaction: nothing to lose if it fails.
+            let _ = ws.conn.execute_batch("COMMIT");
+        }
     }
 }
 
@@ -442,6 +470,32 @@ mod tests {
             file_uri(p, "mode=ro"),
             "file:/w%20s/a%3Fb%23c%25d%FF/runtime.sqlite?mode=ro"
         );
+    }
+
+    #[test]
+    fn a_read_snapshot_does_not_see_later_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runtime.sqlite");
+        // Another connection keeps the file open in WAL mode, as Maka would.
+        let maka = Connection::open(&db).unwrap();
+        maka.pragma_update(None, "journal_mode", "WAL").unwrap();
+        maka.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        let ws = Workspace::open_read_only(&db).unwrap();
+        let count = |ws: &Workspace| -> i64 {
+            ws.conn()
+                .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+                .unwrap()
+        };
+        let snapshot = ws.read_snapshot().unwrap();
+        assert_eq!(count(&ws), 1);
+        maka.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        assert_eq!(count(&ws), 1, "a commit became visible inside the snapshot");
+        // Nested: no second transaction.
+        drop(ws.read_snapshot().unwrap());
+        assert_eq!(count(&ws), 1);
+        drop(snapshot);
+        assert_eq!(count(&ws), 2);
     }
 
     #[test]
