@@ -22,6 +22,9 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod common;
+use common::{bench_dir, label, median, parse_size};
+
 #[allow(dead_code)]
 #[path = "../examples/genws.rs"]
 mod genws;
@@ -39,35 +42,6 @@ const WSLEDGER: &str = env!("CARGO_BIN_EXE_wsledger");
 // The floor runs in this process: it gets the allocator the `wsledger` binary has.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn bench_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("WSLEDGER_BENCH_DIR") {
-        return PathBuf::from(d);
-    }
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("wsledger-bench")
-}
-
-fn parse_size(s: &str) -> Result<u64> {
-    let s = s.trim().to_ascii_lowercase().replace('_', "");
-    let (n, m) = if let Some(n) = s.strip_suffix('k') {
-        (n, 1_000)
-    } else if let Some(n) = s.strip_suffix('m') {
-        (n, 1_000_000)
-    } else {
-        (s.as_str(), 1)
-    };
-    Ok(n.parse::<u64>().with_context(|| format!("bad size {s}"))? * m)
-}
-
-fn label(n: u64) -> String {
-    if n >= 1_000_000 && n.is_multiple_of(1_000_000) {
-        format!("{}M", n / 1_000_000)
-    } else if n >= 1_000 && n.is_multiple_of(1_000) {
-        format!("{}k", n / 1_000)
-    } else {
-        n.to_string()
-    }
-}
 
 /// The generated workspace of `events` events (seed `seed`), made once.
 fn workspace(events: u64, seed: u64) -> Result<(PathBuf, u64)> {
@@ -175,17 +149,6 @@ fn scan(args: &[&Path]) -> Result<ChildRun> {
         max_rss_kb: usage.ru_maxrss,
         status: code,
     })
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
 }
 
 /// The floor in a child process (same footing as the scan): seconds and rows.

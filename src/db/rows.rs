@@ -25,6 +25,22 @@ pub struct EventRow {
     pub committed_at: i64,
 }
 
+impl EventRow {
+    /// The same row, borrowed (`event_kind` is not part of it).
+    pub fn borrowed(&self) -> EventRowRef<'_> {
+        EventRowRef {
+            event_id: Cow::Borrowed(&self.event_id),
+            session_id: Cow::Borrowed(&self.session_id),
+            invocation_id: Cow::Borrowed(&self.invocation_id),
+            run_id: Cow::Borrowed(&self.run_id),
+            turn_id: Cow::Borrowed(&self.turn_id),
+            event_seq: self.event_seq,
+            payload_json: Cow::Borrowed(&self.payload_json),
+            committed_at: self.committed_at,
+        }
+    }
+}
+
 /// One `core_agent_runs` row.
 #[derive(Clone, Debug)]
 pub struct HeaderRow {

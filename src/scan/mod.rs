@@ -814,14 +814,7 @@ pub fn is_tool_bearing(event: &RuntimeEvent) -> bool {
 /// Decodes a row as Maka's store reads it: strict decode, then the row/payload
 /// identity check.
 pub fn decode_row(row: &EventRow) -> Result<RuntimeEvent, String> {
-    decode_parts(
-        &row.payload_json,
-        &row.event_id,
-        &row.session_id,
-        &row.invocation_id,
-        &row.run_id,
-        &row.turn_id,
-    )
+    decode_row_ref(&row.borrowed())
 }
 
 /// [`decode_row`] on borrowed columns.
