@@ -160,10 +160,10 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     })
 }
 
+/// Whether the main database has table `name`. Asked several times per planned run:
+/// SQLite's in-memory schema answers, where a query of `sqlite_schema` would scan it.
 fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
-    c.prepare_cached("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1")?
-        .query_row([name], |r| r.get::<_, i64>(0))
-        .map(|n| n > 0)
+    c.table_exists(Some("main"), name)
 }
 
 /// `tool_operations` rows whose call event is one of the run's events, for several runs
