@@ -673,38 +673,29 @@ pub fn replay(rows: &SessionRows) -> Replay {
     }
 
     // Model context pairing.
-    for u in &strict.results_without_call {
-        let run = run_of_event.get(&u.event_id).cloned().unwrap_or_default();
-        let mut d = Divergence::new(
-            "result_without_call",
-            format!(
-                "result of `{}` for tool call `{}` has no earlier call in the model context",
-                u.tool_name, u.tool_call_id
-            ),
-        )
-        .run(run)
-        .event(&u.event_id);
-        d.tool_call_id = Some(u.tool_call_id.clone());
+    let unpaired = |code: &'static str, message: String, event_id: &str, tool_call_id: &str| {
+        let run = run_of_event.get(event_id).cloned().unwrap_or_default();
+        let mut d = Divergence::new(code, message).run(run).event(event_id);
+        d.tool_call_id = Some(tool_call_id.to_owned());
         d.operation_id = op_by_event
-            .get(&u.event_id)
+            .get(event_id)
             .and_then(|o| o.operation_id.as_ref().map(lossy));
+        d
+    };
+    for u in &strict.results_without_call {
+        let message = format!(
+            "result of `{}` for tool call `{}` has no earlier call in the model context",
+            u.tool_name, u.tool_call_id
+        );
+        let d = unpaired("result_without_call", message, &u.event_id, &u.tool_call_id);
         push(d, &mut out_runs, &mut session_divergences);
     }
     for u in &strict.calls_without_result {
-        let run = run_of_event.get(&u.event_id).cloned().unwrap_or_default();
-        let mut d = Divergence::new(
-            "call_without_result",
-            format!(
-                "call of `{}` (tool call `{}`) has no result; Maka drops it from the model context",
-                u.tool_name, u.tool_call_id
-            ),
-        )
-        .run(run)
-        .event(&u.event_id);
-        d.tool_call_id = Some(u.tool_call_id.clone());
-        d.operation_id = op_by_event
-            .get(&u.event_id)
-            .and_then(|o| o.operation_id.as_ref().map(lossy));
+        let message = format!(
+            "call of `{}` (tool call `{}`) has no result; Maka drops it from the model context",
+            u.tool_name, u.tool_call_id
+        );
+        let d = unpaired("call_without_result", message, &u.event_id, &u.tool_call_id);
         push(d, &mut out_runs, &mut session_divergences);
     }
     for p in &strict.paired {
