@@ -162,7 +162,7 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
 
 /// Whether the main database has table `name`. Asked several times per planned run:
 /// SQLite's in-memory schema answers, where a query of `sqlite_schema` would scan it.
-fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
+pub(crate) fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
     c.table_exists(Some("main"), name)
 }
 

@@ -499,6 +499,25 @@ mod tests {
     }
 
     #[test]
+    fn a_table_is_asked_of_the_main_schema_only() {
+        let c = Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE TABLE tool_operations(x); CREATE VIEW core_agent_runs AS SELECT 1; \
+             CREATE TEMP TABLE session_metadata(x);",
+        )
+        .unwrap();
+        assert!(facts::has_table(&c, "tool_operations").unwrap());
+        // SQLite resolves names without regard to case, and so do the queries after.
+        assert!(facts::has_table(&c, "TOOL_OPERATIONS").unwrap());
+        assert!(!facts::has_table(&c, "core_agent_runs").unwrap(), "a view");
+        assert!(
+            !facts::has_table(&c, "session_metadata").unwrap(),
+            "a temp table"
+        );
+        assert!(!facts::has_table(&c, "runtime_events").unwrap());
+    }
+
+    #[test]
     fn a_fifo_beside_the_database_is_refused_not_opened() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("runtime.sqlite");
