@@ -338,24 +338,7 @@ impl Workspace {
                  metadata_json, committed_at FROM tool_journal_events ORDER BY journal_seq",
             )
             .map_err(e)?;
-        let rows = stmt
-            .query_map([], |r| {
-                Ok(JournalRow {
-                    journal_seq: int(r, 0)?,
-                    journal_event_id: text(r, 1)?,
-                    operation_id: text(r, 2)?,
-                    invocation_id: text(r, 3)?,
-                    run_id: text(r, 4)?,
-                    turn_id: text(r, 5)?,
-                    state: text(r, 6)?,
-                    runtime_event_id: opt_text(r, 7)?,
-                    canonical_args_hash: opt_text(r, 8)?,
-                    recovery_mode: opt_text(r, 9)?,
-                    metadata_json: opt_text(r, 10)?,
-                    committed_at: int(r, 11)?,
-                })
-            })
-            .map_err(e)?;
+        let rows = stmt.query_map([], journal_row).map_err(e)?;
         rows.collect::<Result<Vec<_>, _>>().map_err(e)
     }
 
