@@ -780,11 +780,27 @@ pub fn plan_finalize(
     db: &Path,
     opts: &crate::finalize::PlanOptions,
 ) -> Result<FinalizePlanning, DbError> {
-    use crate::finalize::{candidates, invocation_for, plan, PlanInput, RunInput};
     let ws = Workspace::open_read_only(db)?;
     let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let (plan, _) = plan_finalize_on(&ws, &report, opts)?;
+    let root_binding = ws.root_binding()?;
+    Ok(FinalizePlanning {
+        report,
+        plan,
+        root_binding,
+    })
+}
+
+/// Plans `doctor finalize-runs` from a scan of `ws` (made with the default options),
+/// returning the rows of every candidate run beside the plan.
+pub fn plan_finalize_on(
+    ws: &Workspace,
+    report: &ScanReport,
+    opts: &crate::finalize::PlanOptions,
+) -> Result<(crate::finalize::Plan, crate::finalize::PlanInput), DbError> {
+    use crate::finalize::{candidates, invocation_for, plan, PlanInput, RunInput};
     let mut input = PlanInput::default();
-    let runs = candidates(&report, opts);
+    let runs = candidates(report, opts);
     let keys: Vec<(&str, &str)> = runs.iter().map(|(s, r)| (s.as_str(), r.as_str())).collect();
     // All runs at once: their tool operations are found in one pass.
     let all_rows = ws.runs_rows(&keys)?;
@@ -811,13 +827,78 @@ pub fn plan_finalize(
     }
     input.claims = ws.claims()?;
     input.ledger = Some(ws.ledger_fingerprint()?);
-    let root_binding = ws.root_binding()?;
-    let plan = plan(&report, &input, opts);
-    Ok(FinalizePlanning {
+    let plan = plan(report, &input, opts);
+    Ok((plan, input))
+}
+
+/// Archived sessions (Maka's recovery and finalize-runs leave them alone).
+pub fn archived_sessions(ws: &Workspace) -> Result<BTreeSet<String>, DbError> {
+    if !ws.has_table("session_metadata")? {
+        return Ok(BTreeSet::new());
+    }
+    Ok(ws
+        .sessions()?
+        .into_iter()
+        .filter(|s| s.is_archived)
+        .map(|s| s.session_id)
+        .collect())
+}
+
+/// Diagnoses a scanned workspace: reads what [`crate::diagnosis::diagnose`] needs
+/// beside the scan (the finalize plan, titles, costs, named events) and returns the
+/// diagnosis with the finalize plan it was made from. `shown` is the workspace as
+/// the plan's commands name it.
+pub fn diagnose_workspace(
+    ws: &Workspace,
+    report: &ScanReport,
+    shown: &str,
+) -> Result<(crate::diagnosis::Diagnosis, crate::finalize::Plan), DbError> {
+    use crate::diagnosis::{diagnose, wanted_events, wanted_tool_calls, Input};
+    use std::collections::{BTreeMap, HashMap};
+    let (finalize, planned_from) =
+        plan_finalize_on(ws, report, &crate::finalize::PlanOptions::default())?;
+    let archived = archived_sessions(ws)?;
+    let damaged = crate::quarantine::damaged_sessions(report, &archived);
+    let mut partials = HashMap::new();
+    let mut labels = BTreeMap::new();
+    for (s, r) in planned_from.runs.keys() {
+        partials.insert((s.clone(), r.clone()), ws.partial_texts(s, r)?);
+        if let Some(l) = ws.session_label(s)? {
+            labels.insert(s.clone(), l);
+        }
+    }
+    let mut set_aside = BTreeMap::new();
+    for s in damaged.keys() {
+        if let Some(l) = ws.session_label(s)? {
+            labels.insert(s.clone(), l);
+        }
+        set_aside.insert(s.clone(), ws.deletion(s)?.counts());
+    }
+    let mut events = HashMap::new();
+    for id in wanted_events(report) {
+        if let Some(row) = ws.named_event(&id)? {
+            events.insert(id, row);
+        }
+    }
+    let mut recorded_calls = BTreeSet::new();
+    for id in wanted_tool_calls(report) {
+        if ws.tool_call_recorded(&id)? {
+            recorded_calls.insert(id);
+        }
+    }
+    let d = diagnose(&Input {
+        workspace: shown,
         report,
-        plan,
-        root_binding,
-    })
+        archived: &archived,
+        finalize: &finalize,
+        runs: &planned_from.runs,
+        partials: &partials,
+        labels: &labels,
+        set_aside: &set_aside,
+        events: &events,
+        recorded_calls: &recorded_calls,
+    });
+    Ok((d, finalize))
 }
 
 /// `wsledger info`: where the workspace is, what schema it has, how big it is,

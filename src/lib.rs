@@ -5,6 +5,8 @@
 //! - `json`, `args_hash`, `event`, `ledger`: the pure core. Values in, values out; no
 //!   I/O, no clock, no environment.
 //! - `finalize`: the finalize-runs planner, also pure (rows in, a plan out).
+//! - `diagnosis`: causes of stuck runs, damaged sessions and the ordered remedy, also
+//!   pure (the scan, the finalize plan and a few rows in, a diagnosis out).
 //! - `db`: the only module that names SQL (and the only writer, `db::write`).
 //! - `lock`: Maka's owner lock (the only `unsafe`, for `fcntl`/`getpwuid_r`).
 //! - `report`: renders values; `cli`: parses arguments and orchestrates.
@@ -13,6 +15,7 @@ pub mod args_hash;
 pub mod bundle;
 pub mod cli;
 pub mod db;
+pub mod diagnosis;
 pub mod doctor;
 pub mod event;
 pub mod expect;

@@ -6,7 +6,8 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
-use crate::doctor::{scan_path, ScanOptions, Threads};
+use crate::diagnosis::align_hints;
+use crate::doctor::{diagnose_workspace, scan_workspace, ScanOptions, Threads};
 use crate::expect::{compare, ExpectFile, ExpectationsReport};
 use crate::findings::Severity;
 use crate::report::scan::{render_scan, scan_json};
@@ -239,7 +240,15 @@ fn scan_one(
             b.set_position(done);
         }
     };
-    let result = scan_path(&db, opts, &mut progress);
+    let shown = input.map_or_else(|| db.display().to_string(), |p| p.display().to_string());
+    let result = crate::db::Workspace::open_read_only(&db).and_then(|ws| {
+        let mut report = scan_workspace(&ws, opts, &mut progress)?;
+        // The diagnosis covers the whole file, as the gate does, whatever the filters.
+        let (d, finalize) = diagnose_workspace(&ws, &report, &shown)?;
+        align_hints(&mut report.findings, &d, &finalize);
+        report.diagnosis = Some(d);
+        Ok(report)
+    });
     if let Some(b) = bar {
         b.finish_and_clear();
     }

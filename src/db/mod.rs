@@ -16,6 +16,7 @@
 //! `write_txn`.
 
 pub mod backup;
+pub mod diagnosis;
 pub mod facts;
 pub mod quarantine;
 pub mod rows;

@@ -204,5 +204,8 @@ fn render_table(
     } else {
         writeln!(out, "maka gate: tool writes accepted")?;
     }
+    if let Some(d) = &report.diagnosis {
+        super::diagnosis::render_diagnosis(out, d)?;
+    }
     Ok(())
 }

@@ -1,0 +1,321 @@
+//! The scan's `diagnosis`: every stuck or unreadable run of every real workspace gets
+//! the cause its `generation.json` says it was made with; damaged sessions carry
+//! their title, costs and producer inference; the plan's hints do not contradict it.
+
+mod finalize_support;
+
+use std::path::{Path, PathBuf};
+
+use finalize_support::*;
+use serde_json::Value;
+
+fn scan_doc(ws: &Path) -> Value {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_wsledger"))
+        .args(["doctor", "scan", "--format", "json", "--workspace"])
+        .arg(ws)
+        .env_remove("WSLEDGER_WORKSPACE")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.code() != Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A copy of a workspace directory's `runtime.sqlite` (a scan of a WAL file may
+/// create nothing, but the shared folder stays untouched all the same).
+fn copy_db(src: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        src.join("runtime.sqlite"),
+        dir.path().join("runtime.sqlite"),
+    )
+    .unwrap();
+    let p = dir.path().to_path_buf();
+    (dir, p)
+}
+
+/// What `generation.json` says about each stuck run: (session, run if named, code,
+/// event id the cause must name if any).
+fn expected(gen: &Value) -> Vec<(String, Option<String>, &'static str, Option<String>)> {
+    let mut out = Vec::new();
+    let evidence = gen["evidence"].as_array().cloned().unwrap_or_default();
+    let mut stuck: Vec<Value> = gen["stuckRuns"].as_array().cloned().unwrap_or_default();
+    if gen["stuckRun"].is_object() {
+        stuck.push(gen["stuckRun"].clone());
+    }
+    for s in stuck {
+        let how = s["how"].as_str().unwrap_or("latch");
+        let (code, event) = if how == "#2234" {
+            let id = evidence
+                .iter()
+                .find(|e| e["publicAppend"]["accepted"] == false)
+                .and_then(|e| e["eventId"].as_str())
+                .map(str::to_owned);
+            ("latched_ledger_rejection", id)
+        } else {
+            let msg = evidence
+                .iter()
+                .find_map(|e| e["error"]["message"].as_str())
+                .unwrap_or("");
+            assert!(msg.contains("disk I/O error"), "latch with {msg}");
+            ("latched_transient_write_failure", None)
+        };
+        out.push((
+            s["sessionId"].as_str().unwrap().to_owned(),
+            s["runId"].as_str().map(str::to_owned),
+            code,
+            event,
+        ));
+    }
+    if gen["crash"].is_object() {
+        let c = &gen["crash"];
+        let text = format!("{} {}", c["how"], c["childLog"]);
+        let code = if text.contains("stream") {
+            "crashed_mid_stream"
+        } else if text.contains("implementation") {
+            "crashed_mid_tool"
+        } else {
+            "crashed_before_first_step"
+        };
+        out.push((
+            c["sessionId"].as_str().unwrap().to_owned(),
+            c["runId"].as_str().map(str::to_owned),
+            code,
+            None,
+        ));
+    }
+    // In-run damage: the run whose own append hit the damaged row.
+    for r in gen["runs"].as_array().cloned().unwrap_or_default() {
+        // (Other send errors belong to the stuck runs named above.)
+        if let Some(m) = r["sendError"]["message"]
+            .as_str()
+            .filter(|m| m.contains("row/payload identity mismatch"))
+        {
+            let id = m.rsplit(' ').next().unwrap().to_owned();
+            out.push((
+                r["sessionId"].as_str().unwrap().to_owned(),
+                None,
+                "latched_row_payload_mismatch",
+                Some(id),
+            ));
+        }
+    }
+    out
+}
+
+fn check_causes(dir: &Path) {
+    let gen: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("generation.json")).unwrap())
+            .unwrap();
+    let (_t, copy) = copy_db(dir);
+    let doc = scan_doc(&copy);
+    let ctx = dir.display().to_string();
+    let causes = doc["diagnosis"]["causes"].as_array().unwrap().clone();
+    // One cause per stuck or unreadable run.
+    let runs = doc["summary"]["stuck_runs"].as_u64().unwrap()
+        + doc["summary"]["unreadable_runs"].as_u64().unwrap();
+    assert_eq!(causes.len() as u64, runs, "{ctx}: {causes:?}");
+    let want = expected(&gen);
+    assert_eq!(causes.len(), want.len(), "{ctx}: {causes:#?} vs {want:?}");
+    for (session, run, code, event) in want {
+        let c = causes
+            .iter()
+            .find(|c| {
+                c["session_id"] == session.as_str()
+                    && run.as_ref().is_none_or(|r| c["run_id"] == r.as_str())
+            })
+            .unwrap_or_else(|| panic!("{ctx}: no cause for {session}"));
+        assert_eq!(c["code"], code, "{ctx}: {c:#}");
+        if let Some(e) = event {
+            assert_eq!(c["evidence"]["event_id"], e.as_str(), "{ctx}: {c:#}");
+        }
+        match code {
+            "crashed_mid_tool" => {
+                assert_eq!(c["evidence"]["tool_name"], "Bash", "{ctx}");
+                assert_eq!(c["evidence"]["recovery_mode"], "never_auto_retry");
+                assert_eq!(c["evidence"]["rerun_safe"], false);
+                assert!(c["evidence"]["operation_id"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("toolop_"));
+            }
+            "crashed_mid_stream" => {
+                assert!(c["evidence"]["partial_text_chars"].as_i64().unwrap() > 0);
+                assert!(c["evidence"]["read_with"]
+                    .as_str()
+                    .unwrap()
+                    .contains("wsledger replay"));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn every_stuck_run_of_the_bundled_real_workspaces_gets_its_generation_cause() {
+    let mut seen = 0;
+    for dir in std::fs::read_dir("fixtures").unwrap() {
+        let dir = dir.unwrap().path();
+        if dir.join("generation.json").exists() {
+            check_causes(&dir);
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 11);
+}
+
+/// The release workspaces live beside the repository (`../shared/maka-releases`);
+/// a clone without them has nothing to check here.
+#[test]
+fn every_stuck_run_of_the_release_workspaces_gets_its_generation_cause() {
+    let root = Path::new("../shared/maka-releases");
+    let Ok(tags) = std::fs::read_dir(root) else {
+        return;
+    };
+    let mut seen = 0;
+    for tag in tags {
+        let tag = tag.unwrap().path();
+        if !tag.is_dir() {
+            continue;
+        }
+        for sc in std::fs::read_dir(&tag).unwrap() {
+            let sc = sc.unwrap().path();
+            if sc.join("generation.json").exists() {
+                check_causes(&sc);
+                seen += 1;
+            }
+        }
+    }
+    assert!(seen >= 11, "{seen} release workspaces");
+}
+
+#[test]
+fn a_damaged_session_has_its_title_costs_and_producer() {
+    let doc = scan_doc(Path::new("fixtures/corrupt-ledger"));
+    let d = &doc["diagnosis"];
+    let s = &d["damaged_sessions"][0];
+    assert_eq!(s["session_id"], "7d91bf1b-a11e-44a9-8736-0a152a7c712a");
+    assert_eq!(s["name"], "Old session (damaged in December)");
+    assert!(s["last_activity_ms"].as_i64().unwrap() > 1_700_000_000_000);
+    assert_eq!(s["set_aside"]["messages"], 12);
+    assert_eq!(s["set_aside"]["runs"], 3);
+    assert_eq!(s["set_aside"]["tool_calls"], 4);
+    let r = &s["reasons"][0];
+    assert_eq!(r["code"], "orphan_response");
+    assert_eq!(r["producer"]["code"], "maka_2234_refusal_fallback");
+    assert_eq!(r["producer"]["inference"], true);
+    assert_eq!(
+        d["blast_radius"],
+        "damage in 1 session(s) makes Maka refuse tool writes in all 2 session(s) of this workspace"
+    );
+    // Quarantine first, then finalize what is left; afterwards all clear.
+    let steps = d["plan"]["steps"].as_array().unwrap();
+    let actions: Vec<&str> = steps
+        .iter()
+        .map(|s| s["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["quarantine", "finalize_runs"]);
+    assert_eq!(
+        steps[0]["command"],
+        "wsledger doctor quarantine --workspace fixtures/corrupt-ledger --apply"
+    );
+    assert_eq!(steps[0]["reversible"], true);
+    assert_eq!(steps[1]["reversible"], false);
+    for k in ["fixes", "costs", "command"] {
+        assert!(steps[1][k].as_str().is_some_and(|s| !s.is_empty()));
+    }
+    assert_eq!(d["before"]["tool_writes_refused"], true);
+    assert_eq!(d["after"]["tool_writes_refused"], false);
+    assert_eq!(d["after"]["startup_blocked"], false);
+    assert_eq!(d["after"]["stuck_runs"], 0);
+}
+
+#[test]
+fn a_duplicate_without_the_fingerprint_has_no_producer() {
+    let doc = scan_doc(Path::new("fixtures/damage-duplicate-response"));
+    let s = &doc["diagnosis"]["damaged_sessions"][0];
+    assert_eq!(s["reasons"][0]["code"], "duplicate_response");
+    assert!(s["reasons"][0].get("producer").is_none(), "{s:#}");
+}
+
+#[test]
+fn a_healthy_workspace_has_an_empty_plan() {
+    let doc = scan_doc(Path::new("fixtures/healthy"));
+    let d = &doc["diagnosis"];
+    assert_eq!(d["causes"].as_array().unwrap().len(), 0);
+    assert_eq!(d["damaged_sessions"].as_array().unwrap().len(), 0);
+    assert_eq!(d["plan"]["steps"].as_array().unwrap().len(), 0);
+    assert!(d["plan"]["all_in_one"].is_null());
+    assert!(d["blast_radius"].is_null());
+}
+
+// stuck-running: the stuck run and one of its events.
+const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
+const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
+
+#[test]
+fn a_stuck_run_whose_rows_carry_two_invocation_ids_is_told_quarantine_not_finalize() {
+    let ws = Ws::copy("stuck-running");
+    ws.conn()
+        .execute(
+            "UPDATE runtime_events SET invocation_id = 'other-invocation', payload_json = \
+             replace(payload_json, '\"invocationId\":\"' || ?1 || '\"', \
+             '\"invocationId\":\"other-invocation\"') WHERE event_id = (SELECT event_id \
+             FROM runtime_events WHERE run_id = ?1 ORDER BY event_seq LIMIT 1)",
+            [STUCK_RUN],
+        )
+        .unwrap();
+    let doc = scan_doc(&ws.root());
+    let d = &doc["diagnosis"];
+    let cause = d["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["run_id"] == STUCK_RUN)
+        .unwrap();
+    assert_eq!(cause["remedy"], "quarantine");
+    assert_eq!(
+        cause["evidence"]["invocation_ids"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    let steps: Vec<&str> = d["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["quarantine"], "{d:#}");
+    let f = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "run_stuck_running" && f["run_id"] == STUCK_RUN)
+        .unwrap();
+    let hint = f["hint"].as_str().unwrap();
+    assert!(hint.contains("doctor quarantine"), "{hint}");
+    assert!(!hint.contains("finalize-runs"), "{hint}");
+    assert!(d["damaged_sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["session_id"] == STUCK_SESSION));
+}
+
+#[test]
+fn a_stuck_run_finalize_plans_is_told_the_finalize_step() {
+    let doc = scan_doc(Path::new("fixtures/stuck-running"));
+    let f = &doc["findings"][0];
+    assert_eq!(f["code"], "run_stuck_running");
+    let hint = f["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("Step 1")
+            && hint.contains("doctor finalize-runs --workspace fixtures/stuck-running --apply"),
+        "{hint}"
+    );
+}
