@@ -213,21 +213,9 @@ pub fn run(
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
     if !args.no_backup {
-        let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
-        let dest = backup_path(&db, dir.as_deref(), now);
-        writer.backup_to(&dest).map_err(|e| {
-            CliError::new(
-                format!("backup failed, nothing was written: {e}"),
-                "make the directory beside the database writable (or free disk space), or \
-                 pass --no-backup",
-            )
-        })?;
-        printer.note(&format!("backup: {}", dest.display()));
-        plan.backup = Some(dest.display().to_string());
+        plan.backup = Some(backup_before_write(&writer, &db, now, printer)?);
     }
-    writer
-        .apply(&plan.writes, &ApplyOptions::default())
-        .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
+    write_finalize(&writer, &plan)?;
     drop(writer);
     plan.applied = true;
     // Every run, terminal ones included: the planned runs are terminal after a
@@ -247,6 +235,35 @@ pub fn run(
     }
     render(printer, &plan, &shown, format, &footer)?;
     Ok(ExitStatus::Success)
+}
+
+/// Backs the database up with SQLite's online backup API before the first write of a
+/// command (into `WSLEDGER_BACKUP_DIR` when set, else beside it); returns its path.
+pub(crate) fn backup_before_write(
+    writer: &Writer,
+    db: &Path,
+    now: i64,
+    printer: &mut Printer,
+) -> Result<String, CliError> {
+    let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
+    let dest = backup_path(db, dir.as_deref(), now);
+    writer.backup_to(&dest).map_err(|e| {
+        CliError::new(
+            format!("backup failed, nothing was written: {e}"),
+            "make the directory beside the database writable (or free disk space), or \
+             pass --no-backup",
+        )
+    })?;
+    printer.note(&format!("backup: {}", dest.display()));
+    Ok(dest.display().to_string())
+}
+
+/// Writes a finalize plan in one transaction (`Writer::apply` revalidates every
+/// planned row inside it).
+pub(crate) fn write_finalize(writer: &Writer, plan: &Plan) -> Result<(), CliError> {
+    writer
+        .apply(&plan.writes, &ApplyOptions::default())
+        .map_err(|e| CliError::new(e.to_string(), e.hint()))
 }
 
 /// Refuses files and directories without a write bit (as root, SQLite itself would
@@ -341,7 +358,7 @@ fn finding_key(f: &Finding) -> FindingKey {
 
 /// After an apply: no planned run is still stuck (or otherwise unfinished), and the
 /// rescan has no finding the first scan did not have.
-fn verify(before: &ScanReport, after: &ScanReport, plan: &Plan) -> Result<(), CliError> {
+pub(crate) fn verify(before: &ScanReport, after: &ScanReport, plan: &Plan) -> Result<(), CliError> {
     let mut problems = Vec::new();
     // By key: a plan can hold thousands of runs, the rescan every run of the file.
     let mut states: std::collections::HashMap<(&str, &str), RunState> =

@@ -7,6 +7,7 @@ pub mod finalize;
 mod info;
 mod printer;
 mod quarantine;
+mod repair;
 mod replay;
 mod scan;
 mod workspace;
@@ -168,6 +169,9 @@ pub enum DoctorCommand {
     Quarantine(quarantine::QuarantineArgs),
     /// Put quarantined sessions back from their bundles
     Restore(quarantine::RestoreArgs),
+    /// Make the workspace work again: the scan's plan (quarantine the damaged
+    /// sessions, then finalize what is still stuck) as one command
+    Repair(repair::RepairArgs),
 }
 
 /// Runs a parsed command line.
@@ -183,6 +187,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         Command::Doctor(DoctorCommand::Restore(args)) => {
             quarantine::run_restore(&cli.global, &args, printer)
         }
+        Command::Doctor(DoctorCommand::Repair(args)) => repair::run(&cli.global, &args, printer),
         Command::Explain(args) => explain::run(&args, printer),
         Command::Completions(args) => completions::run(&args, printer),
         Command::Info(args) => info::run(&cli.global, &args, printer),

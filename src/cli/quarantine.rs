@@ -7,10 +7,9 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{json, Map, Value};
 
-use super::finalize::{check_writable, now_ms, take_owner_lock, BACKUP_DIR_ENV};
+use super::finalize::{backup_before_write, check_writable, now_ms, take_owner_lock};
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
 use crate::bundle::{Bundle, SchemaInfo};
-use crate::db::backup::backup_path;
 use crate::db::quarantine::{Deletion, RestoreItem};
 use crate::db::write::Writer;
 use crate::db::Workspace;
@@ -400,20 +399,39 @@ pub fn run_quarantine(
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
-    let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     if !args.no_backup {
-        let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
-        let dest = backup_path(&db, dir.as_deref(), now);
-        writer.backup_to(&dest).map_err(|e| {
-            CliError::new(
-                format!("backup failed, nothing was written: {e}"),
-                "make the directory beside the database writable (or free disk space), or \
-                 pass --no-backup",
-            )
-        })?;
-        printer.note(&format!("backup: {}", dest.display()));
-        doc["backup"] = Value::from(dest.display().to_string());
+        doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
     }
+    let moved = write_quarantine(&writer, &targets, &out_dir, &schema, &shown, now)?;
+    drop(writer);
+    let ws = Workspace::open_read_only(&db)?;
+    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived_after = archived_sessions(&ws)?;
+    drop(ws);
+    doc["applied"] = Value::Bool(true);
+    doc["after"] = state(&after, &archived_after);
+    printer.note(&format!(
+        "quarantined {} session(s); bundles in {}",
+        moved,
+        out_dir.display()
+    ));
+    write_out(printer, &doc, format)?;
+    Ok(ExitStatus::Success)
+}
+
+/// Under the owner lock, after the backup: re-reads each target session's rows,
+/// writes and reads back its bundle, then deletes the sessions in one transaction
+/// (`Writer::quarantine`). A failure removes the bundles written so far. Returns how
+/// many sessions moved.
+pub(crate) fn write_quarantine(
+    writer: &Writer,
+    targets: &BTreeMap<String, Vec<Reason>>,
+    out_dir: &Path,
+    schema: &SchemaInfo,
+    shown: &str,
+    now: i64,
+) -> Result<usize, CliError> {
+    let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     let generation = writer.catalog_generation().map_err(werr)?;
     // Re-read under the lock: the rows the bundles hold and the transaction checks.
     let mut fresh = Vec::new();
@@ -451,7 +469,7 @@ pub fn run_quarantine(
                 None => Value::Null,
             },
         );
-        let bundle = bundle_of(d, &schema, meta);
+        let bundle = bundle_of(d, schema, meta);
         let path = out_dir.join(bundle_file_name(s));
         if let Err(e) = write_durably(&path, &bundle.to_json_text()) {
             cleanup(&written);
@@ -490,20 +508,7 @@ pub fn run_quarantine(
         cleanup(&written);
         return Err(werr(e));
     }
-    drop(writer);
-    let ws = Workspace::open_read_only(&db)?;
-    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let archived_after = archived_sessions(&ws)?;
-    drop(ws);
-    doc["applied"] = Value::Bool(true);
-    doc["after"] = state(&after, &archived_after);
-    printer.note(&format!(
-        "quarantined {} session(s); bundles in {}",
-        fresh.len(),
-        out_dir.display()
-    ));
-    write_out(printer, &doc, format)?;
-    Ok(ExitStatus::Success)
+    Ok(fresh.len())
 }
 
 /// What a quarantine bundle says about how to put its session back.
@@ -679,17 +684,7 @@ pub fn run_restore(
     let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     writer.check_schema().map_err(werr)?;
     if !args.no_backup {
-        let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
-        let dest = backup_path(&db, dir.as_deref(), now);
-        writer.backup_to(&dest).map_err(|e| {
-            CliError::new(
-                format!("backup failed, nothing was written: {e}"),
-                "make the directory beside the database writable (or free disk space), or \
-                 pass --no-backup",
-            )
-        })?;
-        printer.note(&format!("backup: {}", dest.display()));
-        doc["backup"] = Value::from(dest.display().to_string());
+        doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
     }
     // The catalog generation goes back to its value before the quarantine only when
     // every session of that quarantine comes back together and nothing else moved it.

@@ -1,0 +1,289 @@
+//! `wsledger doctor repair`: the scan's plan as one command.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde_json::{json, Value};
+
+use super::finalize::{
+    backup_before_write, check_writable, now_ms, take_owner_lock, verify, write_finalize,
+};
+use super::quarantine::write_quarantine;
+use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
+use crate::bundle::SchemaInfo;
+use crate::db::write::Writer;
+use crate::db::Workspace;
+use crate::diagnosis::After;
+use crate::doctor::{
+    archived_sessions, diagnose_workspace, plan_finalize, scan_path, scan_workspace, ScanOptions,
+};
+use crate::finalize::PlanOptions;
+use crate::quarantine::{damaged_sessions, startup_blockers};
+use crate::report::diagnosis::render_diagnosis;
+use crate::report::sanitize::sanitize;
+use crate::report::Format;
+use crate::scan::runs::RunState;
+
+/// Make the workspace work again: the plan `doctor scan` ends with, as one command.
+///
+/// Without `--apply` it prints the plan (why each run is stuck, which sessions are
+/// damaged and what setting them aside costs, each step and the state afterwards)
+/// and changes nothing.
+///
+/// With `--apply` it takes Maka's owner lock once, backs the database up once, sets
+/// the damaged sessions aside exactly as `doctor quarantine --apply` does (each in a
+/// bundle that `doctor restore` puts back), then finalizes what is still stuck as
+/// `doctor finalize-runs --apply` does, then rescans and reports the gate, start-up
+/// and stuck runs. It refuses what those commands refuse, with the same exit status.
+/// Run again, it finds nothing to do.
+#[derive(Debug, Args)]
+pub struct RepairArgs {
+    /// Directory for the quarantine bundles [default: `wsledger-quarantine` beside
+    /// the database]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Carry the plan out (default: dry run, nothing is written)
+    #[arg(long)]
+    pub apply: bool,
+    /// With --apply: do not back the database up first
+    #[arg(long)]
+    pub no_backup: bool,
+}
+
+fn after_json(a: &After) -> Value {
+    json!({
+        "tool_writes_refused": a.tool_writes_refused,
+        "startup_blocked": a.startup_blocked,
+        "stuck_runs": a.stuck_runs,
+    })
+}
+
+/// The JSON document (`--format json`), or one `summary` record (`ndjson`).
+fn write_out(printer: &mut Printer, doc: &Value, format: Format) -> Result<(), CliError> {
+    let res = (|| -> std::io::Result<()> {
+        let out = printer.out();
+        if format == Format::Json {
+            serde_json::to_writer_pretty(&mut *out, doc)?;
+        } else {
+            serde_json::to_writer(&mut *out, &json!({"type": "summary", "data": doc}))?;
+        }
+        writeln!(out)
+    })();
+    match res {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            format!("writing output: {e}"),
+            "check that stdout is writable",
+        )),
+        _ => Ok(()),
+    }
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &RepairArgs,
+    printer: &mut Printer,
+) -> Result<ExitStatus, CliError> {
+    let format = match global.format {
+        None | Some(FormatArg::Table) | Some(FormatArg::Text) => Format::Table,
+        Some(FormatArg::Json) => Format::Json,
+        Some(FormatArg::Ndjson) => Format::Ndjson,
+        Some(FormatArg::Github) => {
+            return Err(CliError::new(
+                "`--format github` is for `doctor scan`",
+                "use --format table, json or ndjson",
+            ))
+        }
+    };
+    let db = workspace::database_path(global.workspace()?)?;
+    let shown = global
+        .workspace()?
+        .map_or_else(|| db.display().to_string(), |p| p.display().to_string());
+    let now = now_ms()?;
+
+    let ws = Workspace::open_read_only(&db)?;
+    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let (diagnosis, _) = diagnose_workspace(&ws, &report, &shown)?;
+    let archived = archived_sessions(&ws)?;
+    let targets = damaged_sessions(&report, &archived);
+    let mut blocked = Vec::new();
+    for s in targets.keys() {
+        let d = ws.deletion(s)?;
+        if !d.blockers.is_empty() {
+            blocked.push(format!("{s}: {}", d.blockers.join("; ")));
+        }
+    }
+    let facts = ws.schema_facts()?;
+    let schema = SchemaInfo {
+        user_version: facts.user_version,
+        registry: facts.registry.clone(),
+        capabilities: facts.capabilities.clone(),
+    };
+    let binding = ws.root_binding()?;
+    drop(ws);
+
+    let mut doc = json!({
+        "schema_version": 1,
+        "command": "repair",
+        "workspace": shown,
+        "applied": false,
+        "backup": null,
+        "bundles": [],
+        "finalized_runs": 0,
+        "diagnosis": diagnosis,
+        "after": null,
+    });
+    let nothing = diagnosis.plan.steps.is_empty();
+    if !args.apply || nothing {
+        if !args.apply && !nothing {
+            printer
+                .note("dry run: nothing was written; run again with --apply to carry the plan out");
+        }
+        return finish(printer, &doc, &diagnosis, format, None);
+    }
+    if !blocked.is_empty() {
+        return Err(CliError::new(
+            format!(
+                "Maka's own deletion of session(s) would fail ({}); nothing was changed",
+                blocked.join("; ")
+            ),
+            "run without --apply to see the blockers",
+        ));
+    }
+
+    // --apply: one lock, one backup, then each step in its own transaction.
+    check_writable(&db)?;
+    let out_dir = args.out.clone().unwrap_or_else(|| {
+        db.parent()
+            .unwrap_or(Path::new("."))
+            .join("wsledger-quarantine")
+    });
+    if !targets.is_empty() {
+        let io = |what: &str, e: std::io::Error| {
+            CliError::new(
+                format!(
+                    "cannot {what} `{}`: {e}; nothing was changed",
+                    out_dir.display()
+                ),
+                "choose a writable directory with --out (or free disk space)",
+            )
+        };
+        std::fs::create_dir_all(&out_dir).map_err(|e| io("create", e))?;
+        // Fail on an unwritable bundle directory before anything else happens.
+        tempfile::NamedTempFile::new_in(&out_dir).map_err(|e| io("write in", e))?;
+    }
+    let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
+    let writer = Writer::open(&db)?;
+    writer
+        .check_schema()
+        .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
+    if !args.no_backup {
+        doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
+    }
+    if !targets.is_empty() {
+        // The bundle names the database file, as `doctor quarantine`'s does.
+        let file = db.display().to_string();
+        let moved = write_quarantine(&writer, &targets, &out_dir, &schema, &file, now)?;
+        let bundles: Vec<String> = targets
+            .keys()
+            .map(|s| {
+                out_dir
+                    .join(crate::quarantine::bundle_file_name(s))
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        doc["bundles"] = json!(bundles);
+        printer.note(&format!(
+            "quarantined {moved} session(s); bundles in {}",
+            out_dir.display()
+        ));
+    }
+    // Planned on the file as the quarantine left it.
+    let planning = plan_finalize(&db, &PlanOptions::default())?;
+    let plan = planning.plan;
+    if !plan.plan.is_empty() {
+        write_finalize(&writer, &plan)?;
+        let all = ScanOptions {
+            all_runs: true,
+            ..ScanOptions::default()
+        };
+        let rescan = scan_path(&db, all, &mut |_, _| {})?;
+        verify(&planning.report, &rescan, &plan)?;
+        printer.note(&format!("finalized {} run(s)", plan.plan.len()));
+    }
+    drop(writer);
+    doc["finalized_runs"] = json!(plan.plan.len());
+    doc["applied"] = Value::Bool(true);
+
+    let ws = Workspace::open_read_only(&db)?;
+    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived_after = archived_sessions(&ws)?;
+    drop(ws);
+    let state = After {
+        tool_writes_refused: after.maka_gate.tool_writes_refused,
+        startup_blocked: !startup_blockers(&after, &archived_after).is_empty(),
+        stuck_runs: after
+            .runs
+            .iter()
+            .filter(|r| r.state == RunState::Stuck)
+            .count(),
+    };
+    doc["after"] = after_json(&state);
+    finish(printer, &doc, &diagnosis, format, Some(&state))
+}
+
+fn finish(
+    printer: &mut Printer,
+    doc: &Value,
+    diagnosis: &crate::diagnosis::Diagnosis,
+    format: Format,
+    after: Option<&After>,
+) -> Result<ExitStatus, CliError> {
+    if format != Format::Table {
+        write_out(printer, doc, format)?;
+        return Ok(ExitStatus::Success);
+    }
+    let res = (|| -> std::io::Result<()> {
+        let out = printer.out();
+        writeln!(
+            out,
+            "workspace: {}",
+            sanitize(doc["workspace"].as_str().unwrap_or(""))
+        )?;
+        render_diagnosis(out, diagnosis)?;
+        if doc["applied"] == true {
+            for b in doc["bundles"].as_array().into_iter().flatten() {
+                writeln!(out, "bundle: {}", sanitize(b.as_str().unwrap_or("")))?;
+            }
+            writeln!(out, "finalized: {} run(s)", doc["finalized_runs"])?;
+            if let Some(b) = doc["backup"].as_str() {
+                writeln!(out, "backup: {}", sanitize(b))?;
+            }
+        }
+        if let Some(a) = after {
+            writeln!(
+                out,
+                "rescan: tool writes {}; start-up {}; {} stuck run(s)",
+                if a.tool_writes_refused {
+                    "REFUSED"
+                } else {
+                    "accepted"
+                },
+                if a.startup_blocked {
+                    "BLOCKED"
+                } else {
+                    "not blocked"
+                },
+                a.stuck_runs
+            )?;
+        }
+        Ok(())
+    })();
+    match res {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            format!("writing output: {e}"),
+            "check that stdout is writable",
+        )),
+        _ => Ok(ExitStatus::Success),
+    }
+}

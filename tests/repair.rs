@@ -1,0 +1,349 @@
+//! `doctor repair` on copies of the real fixtures: the dry run changes nothing and
+//! prints the scan's plan; `--apply` leaves the gate clear, start-up unblocked and no
+//! stuck run; its bundles restore exactly; a second run plans nothing; refusals change
+//! nothing; a killed apply leaves the old, the quarantined or the finished database.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use wsledger::bundle::Cell;
+use wsledger::db::Workspace;
+use wsledger::doctor::{scan_path, ScanOptions};
+use wsledger::quarantine::startup_blockers;
+use wsledger::scan::runs::RunState;
+
+const NOW: &str = "1800000000000";
+
+struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    fn copy(name: &str) -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        std::fs::copy(
+            Path::new("fixtures").join(name).join("runtime.sqlite"),
+            dir.path().join("ws/runtime.sqlite"),
+        )
+        .unwrap();
+        Ws { dir }
+    }
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn db(&self) -> PathBuf {
+        self.root().join("runtime.sqlite")
+    }
+    fn bundles(&self) -> PathBuf {
+        self.root().join("wsledger-quarantine")
+    }
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_wsledger"));
+        c.arg("--workspace")
+            .arg(self.root())
+            .args(args)
+            .env_remove("WSLEDGER_WORKSPACE")
+            .env_remove("WSLEDGER_BACKUP_DIR")
+            .env("WSLEDGER_NOW_MS", NOW)
+            .env("WSLEDGER_MAKA_CONTROL_DIR", self.dir.path().join("control"))
+            .env("NO_COLOR", "1");
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+    fn tables(&self) -> BTreeMap<String, Vec<Vec<Cell>>> {
+        Workspace::open_read_only(&self.db())
+            .unwrap()
+            .dump_tables()
+            .unwrap()
+    }
+    fn hash(&self) -> String {
+        let mut h = Sha256::new();
+        h.update(std::fs::read(self.db()).unwrap());
+        hex::encode(h.finalize())
+    }
+    fn files(&self) -> Vec<String> {
+        std::fs::read_dir(self.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+    fn bundle_paths(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.bundles())
+            .map(|d| d.map(|e| e.unwrap().path().display().to_string()).collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_of(o: &Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Every bundled real workspace that is damaged or has a stuck run.
+fn broken_fixtures() -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir("fixtures")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("generation.json").exists())
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .filter(|n| n != "healthy")
+        .collect();
+    v.sort();
+    assert_eq!(v.len(), 10, "{v:?}");
+    v
+}
+
+#[test]
+fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exactly() {
+    for name in broken_fixtures() {
+        let ws = Ws::copy(&name);
+        let untouched = Ws::copy(&name);
+        // Dry run: the plan, nothing written.
+        let before = ws.hash();
+        let dry = json_of(&ws.run(&["doctor", "repair", "--format", "json"]));
+        assert_eq!(ws.hash(), before, "{name}");
+        assert_eq!(dry["applied"], false);
+        let steps = dry["diagnosis"]["plan"]["steps"].as_array().unwrap();
+        assert!(!steps.is_empty(), "{name}: nothing planned");
+        assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+
+        let doc = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
+        assert_eq!(doc["applied"], true, "{name}");
+        assert!(doc["backup"].is_string(), "{name}: one backup");
+        assert_eq!(
+            ws.files().iter().filter(|f| f.ends_with(".bak")).count(),
+            1,
+            "{name}: exactly one backup"
+        );
+        assert_eq!(
+            doc["after"]["tool_writes_refused"], false,
+            "{name}: {doc:#}"
+        );
+        assert_eq!(doc["after"]["startup_blocked"], false, "{name}");
+        assert_eq!(doc["after"]["stuck_runs"], 0, "{name}");
+        // Our own rescan agrees.
+        let after = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
+        assert!(!after.maka_gate.tool_writes_refused, "{name}");
+        assert!(
+            startup_blockers(&after, &Default::default()).is_empty(),
+            "{name}"
+        );
+        assert!(
+            after.runs.iter().all(|r| r.state != RunState::Stuck),
+            "{name}"
+        );
+        // A second run finds nothing to do and writes nothing.
+        let h = ws.hash();
+        let again = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
+        assert_eq!(again["applied"], false, "{name}");
+        assert_eq!(
+            again["diagnosis"]["plan"]["steps"]
+                .as_array()
+                .unwrap()
+                .len(),
+            0,
+            "{name}: {again:#}"
+        );
+        assert_eq!(ws.hash(), h, "{name}");
+
+        // The bundles give back every row of the sessions they hold, exactly.
+        let bundles = ws.bundle_paths();
+        let quarantined: Vec<String> = dry["diagnosis"]["damaged_sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["session_id"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(bundles.len(), quarantined.len(), "{name}");
+        if bundles.is_empty() {
+            continue;
+        }
+        let mut args = vec!["doctor", "restore", "--apply"];
+        args.extend(bundles.iter().map(String::as_str));
+        let o = ws.run(&args);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let restored = Workspace::open_read_only(&ws.db()).unwrap();
+        let original = Workspace::open_read_only(&untouched.db()).unwrap();
+        for s in &quarantined {
+            assert_eq!(
+                restored.deletion(s).unwrap().tables,
+                original.deletion(s).unwrap().tables,
+                "{name}: session {s}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_healthy_workspace_plans_nothing_and_apply_changes_nothing() {
+    let ws = Ws::copy("healthy");
+    let before = ws.hash();
+    let o = ws.run(&["doctor", "repair", "--apply"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("plan: nothing to do"), "{out}");
+    assert_eq!(ws.hash(), before);
+    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+    assert!(!ws.bundles().exists());
+}
+
+#[test]
+fn a_held_owner_lock_refuses_and_changes_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = Ws::copy("corrupt-ledger");
+    let root = "0123456789abcdef".repeat(4);
+    let m = std::fs::metadata(ws.root()).unwrap();
+    std::fs::write(
+        ws.root().join(".maka-storage-root.json"),
+        format!(
+            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
+            m.dev(),
+            m.ino()
+        ),
+    )
+    .unwrap();
+    let before = ws.hash();
+    let held = wsledger::lock::acquire(&ws.dir.path().join("control"), std::slice::from_ref(&root))
+        .unwrap();
+    let o = ws.run(&["doctor", "repair", "--apply"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
+    assert_eq!(ws.hash(), before);
+    assert!(ws.bundle_paths().is_empty());
+    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+    drop(held);
+    let o = ws.run(&["doctor", "repair", "--apply"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // One lock for both steps.
+    assert_eq!(
+        stderr(&o).matches("owner lock:").count(),
+        1,
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_read_only_database_refuses_and_changes_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let ws = Ws::copy("stuck-running");
+    let before = ws.hash();
+    std::fs::set_permissions(ws.db(), std::fs::Permissions::from_mode(0o444)).unwrap();
+    let o = ws.run(&["doctor", "repair", "--apply"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("read-only"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("hint:"));
+    assert_eq!(ws.hash(), before);
+    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+}
+
+#[test]
+fn github_format_is_refused() {
+    let ws = Ws::copy("stuck-running");
+    let o = ws.run(&["doctor", "repair", "--format", "github"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn integrity_ok(db: &Path) -> bool {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let r: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    r == "ok"
+}
+
+#[test]
+fn a_killed_apply_leaves_the_old_the_quarantined_or_the_finished_database() {
+    let trials: u64 = if std::env::var("CI").is_ok_and(|v| v == "true") {
+        15
+    } else {
+        60
+    };
+    // Both steps: a damaged session to set aside, then a stuck run to finalize.
+    let fixture = "corrupt-ledger";
+    let args = ["doctor", "repair", "--apply", "--no-backup"];
+    let original = Ws::copy(fixture).tables();
+    let half = Ws::copy(fixture);
+    assert!(half
+        .run(&["doctor", "quarantine", "--apply", "--no-backup"])
+        .status
+        .success());
+    let quarantined = half.tables();
+    let done = Ws::copy(fixture);
+    let start = Instant::now();
+    assert!(done.run(&args).status.success());
+    let full = start.elapsed();
+    let finished = done.tables();
+    assert!(original != quarantined && quarantined != finished);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+        | 1;
+    let mut rng = Rng(seed);
+    let window = full.as_micros() as u64 * 12 / 10 + 1;
+    let (mut old, mut mid, mut new) = (0, 0, 0);
+    for trial in 0..trials {
+        let ws = Ws::copy(fixture);
+        let mut child = ws
+            .command(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_micros(rng.next() % window));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(integrity_ok(&ws.db()), "trial {trial} (seed {seed})");
+        let now = ws.tables();
+        if now == original {
+            old += 1;
+            continue;
+        }
+        // Once the quarantine committed, its bundle is complete on disk.
+        assert_eq!(ws.bundle_paths().len(), 1, "trial {trial} (seed {seed})");
+        if now == quarantined {
+            mid += 1;
+        } else if now == finished {
+            new += 1;
+        } else {
+            panic!("trial {trial} (seed {seed}): partly written");
+        }
+        // Whatever was left, running it again finishes the job.
+        let o = ws.run(&args);
+        assert!(o.status.success(), "trial {trial}: {}", stderr(&o));
+        assert_eq!(ws.tables(), finished, "trial {trial} (seed {seed})");
+    }
+    #[allow(clippy::print_stderr)]
+    {
+        eprintln!(
+            "{trials} trials: {old} unchanged, {mid} quarantined, {new} repaired (seed {seed})"
+        );
+    }
+}
