@@ -252,13 +252,18 @@ fn finish(
         )?;
         render_diagnosis(out, diagnosis)?;
         if doc["applied"] == true {
-            for b in doc["bundles"].as_array().into_iter().flatten() {
-                writeln!(out, "bundle: {}", sanitize(b.as_str().unwrap_or("")))?;
-            }
-            writeln!(out, "finalized: {} run(s)", doc["finalized_runs"])?;
+            writeln!(out, "carried out:")?;
             if let Some(b) = doc["backup"].as_str() {
-                writeln!(out, "backup: {}", sanitize(b))?;
+                writeln!(out, "  backup: {}", sanitize(b))?;
             }
+            for b in doc["bundles"].as_array().into_iter().flatten() {
+                writeln!(
+                    out,
+                    "  quarantined into {}",
+                    sanitize(b.as_str().unwrap_or(""))
+                )?;
+            }
+            writeln!(out, "  finalized {} run(s)", doc["finalized_runs"])?;
         }
         if let Some(a) = after {
             writeln!(

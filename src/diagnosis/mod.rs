@@ -132,6 +132,8 @@ pub struct Cause {
     pub session_id: String,
     pub run_id: String,
     pub session_name: Option<String>,
+    /// `ts` of the run's latest event (ms).
+    pub last_activity_ms: Option<i64>,
     pub code: &'static str,
     pub evidence: Value,
     /// The cause in words.
@@ -505,8 +507,8 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
                 total.0, total.1, total.2
             ),
             reversible: true,
-            undo: "wsledger doctor restore <bundle>... --apply (the bundles are written to \
-                   wsledger-quarantine beside the database)"
+            undo: "`wsledger doctor restore <bundle>... --apply`, with the bundles from \
+                   wsledger-quarantine beside the database"
                 .to_owned(),
         });
     }
@@ -523,7 +525,7 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
                     re-send the request if it still matters"
                 .to_owned(),
             reversible: false,
-            undo: "none: a backup of the database is taken first".to_owned(),
+            undo: "the backup taken first is the way back".to_owned(),
         });
     }
     let all_in_one =
@@ -592,6 +594,7 @@ fn cause_of(input: &Input<'_>, run: &crate::scan::runs::RunReport, remedy: &'sta
         session_id: s.to_owned(),
         run_id: r.to_owned(),
         session_name: label(input, s),
+        last_activity_ms: run.last_event_ts.map(|t| t as i64),
         code,
         evidence: Value::Object(ev),
         summary,

@@ -59,14 +59,21 @@ pub fn render_diagnosis(out: &mut dyn Write, d: &Diagnosis) -> io::Result<()> {
     if !d.causes.is_empty() {
         writeln!(out, "why runs are stuck:")?;
         for c in &d.causes {
+            let when = c
+                .last_activity_ms
+                .map(|ms| format!(", last event {}", utc_minute(ms)))
+                .unwrap_or_default();
             writeln!(
                 out,
-                "  run {} in {}: {}",
+                "  run {} in {}{when}: {}",
                 sanitize(&c.run_id),
                 session_label(c.session_name.as_deref(), &c.session_id),
                 c.code
             )?;
             writeln!(out, "    {}", sanitize(&c.summary))?;
+            if let Some(t) = c.evidence.get("trace_write_error").and_then(|v| v.as_str()) {
+                writeln!(out, "    the run header's traceWriteError: {}", sanitize(t))?;
+            }
             if let Some(cmd) = c.evidence.get("read_with").and_then(|v| v.as_str()) {
                 writeln!(out, "    read the partial text: {}", sanitize(cmd))?;
             }
@@ -118,12 +125,9 @@ pub fn render_diagnosis(out: &mut dyn Write, d: &Diagnosis) -> io::Result<()> {
             writeln!(out, "     costs: {}", sanitize(&s.costs))?;
             writeln!(
                 out,
-                "     reversible: {}",
-                if s.reversible {
-                    format!("yes: {}", sanitize(&s.undo))
-                } else {
-                    format!("no ({})", sanitize(&s.undo))
-                }
+                "     reversible: {} ({})",
+                if s.reversible { "yes" } else { "no" },
+                sanitize(&s.undo)
             )?;
         }
         if let Some(all) = &d.plan.all_in_one {

@@ -1,0 +1,133 @@
+//! Snapshots of what a person reads: `doctor scan` and `doctor repair` (dry run and
+//! `--apply`) as tables, on stuck-running, corrupt-ledger and a generated bench-like
+//! workspace (sessions cloned by `examples/genws.rs`, with damage and stuck runs).
+//! `UPDATE_SNAPSHOTS=1` rewrites them; read the diff before committing it.
+
+#[allow(dead_code)]
+#[path = "../examples/genws.rs"]
+mod genws;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn snapshot(name: &str, actual: &str) {
+    let path = Path::new("tests/snapshots").join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1)", path.display()));
+    if want != actual {
+        let line = want
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the snapshot at line {}:\n  want: {:?}\n  got:  {:?}",
+            path.display(),
+            line + 1,
+            want.lines().nth(line),
+            actual.lines().nth(line)
+        );
+    }
+}
+
+/// Runs wsledger in `cwd` on the workspace `ws` (relative, so the output does not
+/// depend on where the temporary directory is).
+fn run(cwd: &Path, args: &[&str]) -> (i32, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_wsledger"))
+        .current_dir(cwd)
+        .args(args)
+        .args(["--workspace", "ws", "--color", "never"])
+        .env_remove("WSLEDGER_WORKSPACE")
+        .env_remove("WSLEDGER_BACKUP_DIR")
+        .env("WSLEDGER_NOW_MS", "1800000000000")
+        .env("WSLEDGER_MAKA_CONTROL_DIR", cwd.join("control"))
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "120")
+        .output()
+        .unwrap();
+    assert_ne!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
+}
+
+fn fixture_copy(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    std::fs::copy(
+        Path::new("fixtures").join(name).join("runtime.sqlite"),
+        dir.path().join("ws/runtime.sqlite"),
+    )
+    .unwrap();
+    dir
+}
+
+/// 12 sessions cloned from the healthy fixture, one orphaned response, one duplicated
+/// call and two stuck runs, from a fixed seed.
+fn generated() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("ws")).unwrap();
+    let db: PathBuf = dir.path().join("ws/runtime.sqlite");
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/healthy/runtime.sqlite");
+    let args = genws::Args::new(db, None, Some(12), 7)
+        .template(template)
+        .damage(1, 1, 2);
+    genws::run(&args).unwrap();
+    // genws leaves its damage report beside the database; not part of a workspace.
+    for e in std::fs::read_dir(dir.path().join("ws")).unwrap() {
+        let p = e.unwrap().path();
+        if p.file_name().unwrap() != "runtime.sqlite" {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    dir
+}
+
+fn check(name: &str, dir: &Path) {
+    let (code, scan) = run(dir, &["doctor", "scan"]);
+    assert_eq!(code, 1, "{name}: the scan has errors");
+    snapshot(&format!("scan-{name}.txt"), &scan);
+    let (code, dry) = run(dir, &["doctor", "repair"]);
+    assert_eq!(code, 0);
+    snapshot(&format!("repair-{name}.txt"), &dry);
+    let (code, applied) = run(dir, &["doctor", "repair", "--apply"]);
+    assert_eq!(code, 0);
+    snapshot(&format!("repair-apply-{name}.txt"), &applied);
+    // The plan printed by the scan is the one repair carries out.
+    let plan = |s: &str| {
+        let from = s.find("plan:").unwrap();
+        let to = from + s[from..].find("\nafter: ").unwrap();
+        let end = to + 1 + s[to + 1..].find('\n').unwrap();
+        s[from..end].to_owned()
+    };
+    assert_eq!(plan(&scan), plan(&dry), "{name}");
+    assert!(applied.contains("rescan: tool writes accepted; start-up not blocked; 0 stuck run(s)"));
+}
+
+#[test]
+fn scan_and_repair_tables_on_stuck_running() {
+    let dir = fixture_copy("stuck-running");
+    check("stuck-running", dir.path());
+}
+
+#[test]
+fn scan_and_repair_tables_on_corrupt_ledger() {
+    let dir = fixture_copy("corrupt-ledger");
+    check("corrupt-ledger", dir.path());
+}
+
+#[test]
+fn scan_and_repair_tables_on_a_generated_workspace() {
+    let dir = generated();
+    check("generated", dir.path());
+}
