@@ -874,6 +874,19 @@ pub fn diagnose_workspace(
         }
         set_aside.insert(s.clone(), ws.deletion(s)?.counts());
     }
+    // Titles of every session a finding names (findings tables show them).
+    let named: BTreeSet<&String> = report
+        .findings
+        .iter()
+        .filter_map(|f| f.session_id.as_ref())
+        .collect();
+    for s in named {
+        if !labels.contains_key(s) {
+            if let Some(l) = ws.session_label(s)? {
+                labels.insert(s.clone(), l);
+            }
+        }
+    }
     let mut events = HashMap::new();
     for id in wanted_events(report) {
         if let Some(row) = ws.named_event(&id)? {

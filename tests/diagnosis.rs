@@ -319,3 +319,76 @@ fn a_stuck_run_finalize_plans_is_told_the_finalize_step() {
         "{hint}"
     );
 }
+
+// corrupt-ledger: the old damaged session, its orphaned response, the stuck run.
+const OLD_SESSION: &str = "7d91bf1b-a11e-44a9-8736-0a152a7c712a";
+const ORPHAN_EVENT: &str = "fca88b95-bf99-4172-bc37-52b9b4d96c87";
+const CRASH_RUN: &str = "adf23259-0cbf-46df-8918-28c57363ad5b";
+
+fn set_trace_error(ws: &Ws, run: &str, text: &str) {
+    ws.conn()
+        .execute(
+            "UPDATE core_agent_runs SET record_json = json_set(record_json, '$.traceWriteError', ?2) \
+             WHERE run_id = ?1",
+            rusqlite::params![run, text],
+        )
+        .unwrap();
+}
+
+fn cause_of(ws: &Ws, run: &str) -> Value {
+    let doc = scan_doc(&ws.root());
+    doc["diagnosis"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["run_id"] == run)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn the_old_rejection_words_naming_an_event_in_the_file_are_corruption() {
+    // v0.1.5's words for damage elsewhere: the named event is in the file.
+    let ws = Ws::copy("corrupt-ledger");
+    set_trace_error(
+        &ws,
+        CRASH_RUN,
+        &format!("append runtime event: Tool ledger transition rejected: orphan_response at {ORPHAN_EVENT}"),
+    );
+    let c = cause_of(&ws, CRASH_RUN);
+    assert_eq!(c["code"], "latched_ledger_corruption", "{c:#}");
+    assert_eq!(c["evidence"]["event_id"], ORPHAN_EVENT);
+    assert_eq!(c["evidence"]["issue_code"], "orphan_response");
+    assert_eq!(c["evidence"]["damaged_session_id"], OLD_SESSION);
+    // The same words naming an event the file does not hold: a refused append.
+    set_trace_error(
+        &ws,
+        CRASH_RUN,
+        "append runtime event: Tool ledger transition rejected: orphan_response at not-in-the-file",
+    );
+    let c = cause_of(&ws, CRASH_RUN);
+    assert_eq!(c["code"], "latched_ledger_rejection", "{c:#}");
+    assert_eq!(c["evidence"]["event_id"], "not-in-the-file");
+    // Any other text is kept as it is.
+    set_trace_error(&ws, CRASH_RUN, "append runtime event: something else");
+    let c = cause_of(&ws, CRASH_RUN);
+    assert_eq!(c["code"], "latched_other", "{c:#}");
+    assert_eq!(
+        c["evidence"]["trace_write_error"],
+        "append runtime event: something else"
+    );
+}
+
+#[test]
+fn a_crash_before_the_first_step_leaves_only_the_user_message() {
+    let ws = Ws::copy("corrupt-ledger");
+    ws.conn()
+        .execute(
+            "DELETE FROM runtime_partial_snapshots WHERE run_id = ?1",
+            [CRASH_RUN],
+        )
+        .unwrap();
+    let c = cause_of(&ws, CRASH_RUN);
+    assert_eq!(c["code"], "crashed_before_first_step", "{c:#}");
+    assert_eq!(c["evidence"]["events"], 1);
+}

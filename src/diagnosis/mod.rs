@@ -183,6 +183,9 @@ pub struct Diagnosis {
     /// The state now, for comparison with `after`.
     pub before: After,
     pub after: After,
+    /// Titles of the sessions findings name, for tables (not part of the JSON).
+    #[serde(skip)]
+    pub session_names: BTreeMap<String, String>,
 }
 
 /// Everything the diagnosis reads besides the scan report.
@@ -555,6 +558,11 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         plan: RemedyPlan { steps, all_in_one },
         before,
         after,
+        session_names: input
+            .labels
+            .iter()
+            .filter_map(|(s, l)| l.name.clone().map(|n| (s.clone(), n)))
+            .collect(),
     }
 }
 

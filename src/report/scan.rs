@@ -138,6 +138,18 @@ fn render_table(
             ] {
                 if let Some(v) = value {
                     place.push(format!("{label} {}", sanitize(v)));
+                    let title = report
+                        .diagnosis
+                        .as_ref()
+                        .and_then(|d| d.session_names.get(v.as_str()))
+                        .filter(|_| label == "session" && !v.is_empty());
+                    if let Some(t) = title {
+                        // This column never wraps (ids are copied from it): keep titles short.
+                        let t = sanitize(t);
+                        let short: String = t.chars().take(44).collect();
+                        let more = if short.len() < t.len() { "…" } else { "" };
+                        place.push(format!("  \"{short}{more}\""));
+                    }
                 }
             }
             table.add_row(vec![
