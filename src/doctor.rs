@@ -801,6 +801,11 @@ pub fn plan_finalize_on(
     use crate::finalize::{candidates, invocation_for, plan, PlanInput, RunInput};
     let mut input = PlanInput::default();
     let runs = candidates(report, opts);
+    if runs.is_empty() {
+        // Nothing to plan: skip the whole-table reads (a healthy file's scan stays
+        // one pass).
+        return Ok((plan(report, &input, opts), input));
+    }
     let keys: Vec<(&str, &str)> = runs.iter().map(|(s, r)| (s.as_str(), r.as_str())).collect();
     // All runs at once: their tool operations are found in one pass.
     let all_rows = ws.runs_rows(&keys)?;
@@ -894,9 +899,9 @@ pub fn diagnose_workspace(
         }
     }
     let mut recorded_calls = BTreeSet::new();
-    for id in wanted_tool_calls(report) {
-        if ws.tool_call_recorded(&id)? {
-            recorded_calls.insert(id);
+    for (s, call) in wanted_tool_calls(report) {
+        if ws.tool_call_recorded(&s, &call)? {
+            recorded_calls.insert((s, call));
         }
     }
     let d = diagnose(&Input {

@@ -392,3 +392,37 @@ fn a_crash_before_the_first_step_leaves_only_the_user_message() {
     assert_eq!(c["code"], "crashed_before_first_step", "{c:#}");
     assert_eq!(c["evidence"]["events"], 1);
 }
+
+#[test]
+fn docs_document_every_cause_producer_and_field() {
+    let doc = std::fs::read_to_string("docs/diagnosis.md").unwrap();
+    for (code, _) in wsledger::diagnosis::CAUSE_CODES
+        .iter()
+        .chain(wsledger::diagnosis::PRODUCERS)
+    {
+        assert!(
+            doc.contains(&format!("| `{code}` |")),
+            "docs/diagnosis.md lacks {code}"
+        );
+    }
+    for field in [
+        "causes",
+        "damaged_sessions",
+        "plan.steps[]",
+        "`after`",
+        "session_id",
+        "run_id",
+        "evidence",
+        "last_activity_ms",
+        "reasons",
+        "set_aside",
+        "command",
+        "fixes",
+        "reversible",
+        "tool_writes_refused",
+        "startup_blocked",
+        "stuck_runs",
+    ] {
+        assert!(doc.contains(field), "docs/diagnosis.md lacks {field}");
+    }
+}

@@ -101,35 +101,24 @@ impl Workspace {
             .map_err(|e| self.err(&e))
     }
 
-    /// Whether any `function_call` event or `tool_operations` row anywhere in the file
-    /// records this provider tool call id.
-    pub fn tool_call_recorded(&self, tool_call_id: &str) -> Result<bool, DbError> {
-        let e = |e: rusqlite::Error| self.err(&e);
-        if self.has_table("tool_operations")? {
-            let n: i64 = self
-                .conn()
-                .query_row(
-                    "SELECT count(*) FROM tool_operations WHERE provider_tool_call_id = ?1",
-                    [tool_call_id],
-                    |r| r.get(0),
-                )
-                .map_err(e)?;
-            if n > 0 {
-                return Ok(true);
-            }
-        }
-        // A full pass over the calls; asked only for the few damaged events.
+    /// Whether a `function_call` event of the session records this provider tool
+    /// call id (through the session index: asked only for a few damaged events).
+    pub fn tool_call_recorded(
+        &self,
+        session_id: &str,
+        tool_call_id: &str,
+    ) -> Result<bool, DbError> {
         let n: i64 = self
             .conn()
             .query_row(
-                "SELECT count(*) FROM runtime_events WHERE event_kind = 'function_call' \
-                 AND json_valid(payload_json) \
-                 AND (json_extract(payload_json, '$.refs.toolCallId') = ?1 \
-                 OR json_extract(payload_json, '$.content.id') = ?1)",
-                [tool_call_id],
+                "SELECT count(*) FROM runtime_events WHERE session_id = ?1 \
+                 AND event_kind = 'function_call' AND json_valid(payload_json) \
+                 AND (json_extract(payload_json, '$.refs.toolCallId') = ?2 \
+                 OR json_extract(payload_json, '$.content.id') = ?2)",
+                [session_id, tool_call_id],
                 |r| r.get(0),
             )
-            .map_err(e)?;
+            .map_err(|e| self.err(&e))?;
         Ok(n > 0)
     }
 

@@ -204,8 +204,8 @@ pub struct Input<'a> {
     pub set_aside: &'a BTreeMap<String, Vec<(String, usize)>>,
     /// Rows of the events named by [`wanted_events`] (absent: not in the file).
     pub events: &'a HashMap<String, NamedEventRow>,
-    /// Provider tool call ids of [`wanted_tool_calls`] that the file records a call for.
-    pub recorded_calls: &'a BTreeSet<String>,
+    /// `(session, tool call id)` of [`wanted_tool_calls`] whose session records a call.
+    pub recorded_calls: &'a BTreeSet<(String, String)>,
 }
 
 /// What a `traceWriteError` says.
@@ -329,13 +329,18 @@ pub fn wanted_events(report: &ScanReport) -> BTreeSet<String> {
     out
 }
 
-/// Tool call ids whose recorded call the producer fingerprint asks about.
-pub fn wanted_tool_calls(report: &ScanReport) -> BTreeSet<String> {
+/// `(session, tool call id)` of the orphaned responses whose recorded call the
+/// producer fingerprint asks about.
+pub fn wanted_tool_calls(report: &ScanReport) -> BTreeSet<(String, String)> {
     report
         .issues
         .iter()
         .filter(|i| i.code.as_str() == "orphan_response")
-        .filter_map(|i| i.tool_call_id.as_ref().map(ToString::to_string))
+        .filter_map(|i| {
+            i.tool_call_id
+                .as_ref()
+                .map(|t| (i.session_id.to_string(), t.to_string()))
+        })
         .collect()
 }
 
@@ -349,7 +354,7 @@ fn is_uuid(s: &str) -> bool {
 }
 
 /// The #2234 fingerprint on a damaged event's row.
-fn producer_of(row: &NamedEventRow, recorded: &BTreeSet<String>) -> Option<Producer> {
+fn producer_of(row: &NamedEventRow, recorded: &BTreeSet<(String, String)>) -> Option<Producer> {
     if row.event_kind != "function_response" {
         return None;
     }
@@ -363,7 +368,8 @@ fn producer_of(row: &NamedEventRow, recorded: &BTreeSet<String>) -> Option<Produ
         .and_then(|r| r.get("toolCallId"))
         .or_else(|| content.get("id"))
         .and_then(Value::as_str)?;
-    (is_uuid(id) && !has_op && is_error && !recorded.contains(call)).then_some(Producer {
+    let seen = recorded.contains(&(row.session_id.clone(), call.to_owned()));
+    (is_uuid(id) && !has_op && is_error && !seen).then_some(Producer {
         code: PRODUCERS[0].0,
         inference: true,
         note: PRODUCERS[0].1,
