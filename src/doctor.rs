@@ -862,36 +862,30 @@ pub fn diagnose_workspace(
     use std::collections::{BTreeMap, HashMap};
     let (finalize, planned_from) =
         plan_finalize_on(ws, report, &crate::finalize::PlanOptions::default())?;
-    let archived = archived_sessions(ws)?;
+    // Archived sessions only matter for runs the report kept.
+    let archived = if report.runs.is_empty() {
+        BTreeSet::new()
+    } else {
+        archived_sessions(ws)?
+    };
     let damaged = crate::quarantine::damaged_sessions(report, &archived);
     let mut partials = HashMap::new();
-    let mut labels = BTreeMap::new();
     for (s, r) in planned_from.runs.keys() {
         partials.insert((s.clone(), r.clone()), ws.partial_texts(s, r)?);
-        if let Some(l) = ws.session_label(s)? {
-            labels.insert(s.clone(), l);
-        }
     }
     let mut set_aside = BTreeMap::new();
     for s in damaged.keys() {
-        if let Some(l) = ws.session_label(s)? {
-            labels.insert(s.clone(), l);
-        }
         set_aside.insert(s.clone(), ws.deletion(s)?.counts());
     }
-    // Titles of every session a finding names (findings tables show them).
-    let named: BTreeSet<&String> = report
+    // Titles of the sessions the diagnosis and the findings name.
+    let mut named: BTreeSet<&str> = report
         .findings
         .iter()
-        .filter_map(|f| f.session_id.as_ref())
+        .filter_map(|f| f.session_id.as_deref())
         .collect();
-    for s in named {
-        if !labels.contains_key(s) {
-            if let Some(l) = ws.session_label(s)? {
-                labels.insert(s.clone(), l);
-            }
-        }
-    }
+    named.extend(planned_from.runs.keys().map(|(s, _)| s.as_str()));
+    named.extend(damaged.keys().map(String::as_str));
+    let labels = ws.session_labels(named)?;
     let mut events = HashMap::new();
     for id in wanted_events(report) {
         if let Some(row) = ws.named_event(&id)? {

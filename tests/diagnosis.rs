@@ -426,3 +426,18 @@ fn docs_document_every_cause_producer_and_field() {
         assert!(doc.contains(field), "docs/diagnosis.md lacks {field}");
     }
 }
+
+#[test]
+fn the_quarantine_plan_names_each_session_by_title() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_wsledger"))
+        .args(["doctor", "quarantine", "--format", "json", "--workspace"])
+        .arg("fixtures/corrupt-ledger")
+        .env_remove("WSLEDGER_WORKSPACE")
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &doc["sessions"][0];
+    assert_eq!(s["session_id"], OLD_SESSION);
+    assert_eq!(s["name"], "Old session (damaged in December)");
+    assert!(s["last_activity_ms"].as_i64().is_some());
+}

@@ -172,7 +172,15 @@ fn render_table(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {
         )?;
     }
     for sess in &sessions {
-        writeln!(out, "session {}", s(&sess["session_id"]))?;
+        match sess.get("name").and_then(Value::as_str) {
+            Some(n) => writeln!(
+                out,
+                "session {} \"{}\"",
+                s(&sess["session_id"]),
+                sanitize(n)
+            )?,
+            None => writeln!(out, "session {}", s(&sess["session_id"]))?,
+        }
         if let Some(reasons) = sess.get("reasons").and_then(Value::as_array) {
             for r in reasons {
                 match r.get("id") {
@@ -335,14 +343,18 @@ pub fn run_quarantine(
         capabilities: facts.capabilities.clone(),
     };
     let binding = ws.root_binding()?;
+    let labels = ws.session_labels(targets.keys().map(String::as_str))?;
     drop(ws);
     let sessions_json = || -> Vec<Value> {
         targets
             .iter()
             .zip(&deletions)
             .map(|((s, reasons), d)| {
+                let label = labels.get(s);
                 json!({
                     "session_id": s,
+                    "name": label.and_then(|l| l.name.clone()),
+                    "last_activity_ms": label.and_then(|l| l.last_activity_ms),
                     "reasons": reasons,
                     "rows": rows_json(d),
                     "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),

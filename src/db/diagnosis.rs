@@ -44,11 +44,15 @@ impl Workspace {
         Ok(n > 0)
     }
 
-    /// The title and last activity of a session (`None` without a metadata row).
-    /// Older generations may lack a column; what is missing reads as `None`.
-    pub fn session_label(&self, session_id: &str) -> Result<Option<SessionLabelRow>, DbError> {
+    /// The title and last activity of each session that has a metadata row. Older
+    /// generations may lack a column; what is missing reads as `None`.
+    pub fn session_labels<'s>(
+        &self,
+        ids: impl IntoIterator<Item = &'s str>,
+    ) -> Result<std::collections::BTreeMap<String, SessionLabelRow>, DbError> {
+        let mut out = std::collections::BTreeMap::new();
         if !self.has_table("session_metadata")? {
-            return Ok(None);
+            return Ok(out);
         }
         let col = |c: &'static str| -> Result<&'static str, DbError> {
             Ok(if self.has_column("session_metadata", c)? {
@@ -63,21 +67,29 @@ impl Workspace {
             col("last_message_at")?,
             col("last_used_at")?
         );
-        self.conn()
-            .query_row(&sql, [session_id], |r| {
-                let ms = |i: usize| -> rusqlite::Result<Option<i64>> {
-                    Ok(match r.get_ref(i)? {
-                        rusqlite::types::ValueRef::Null => None,
-                        _ => Some(int(r, i)?),
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self.conn().prepare(&sql).map_err(e)?;
+        for id in ids {
+            let row = stmt
+                .query_row([id], |r| {
+                    let ms = |i: usize| -> rusqlite::Result<Option<i64>> {
+                        Ok(match r.get_ref(i)? {
+                            rusqlite::types::ValueRef::Null => None,
+                            _ => Some(int(r, i)?),
+                        })
+                    };
+                    Ok(SessionLabelRow {
+                        name: opt_text(r, 0)?,
+                        last_activity_ms: ms(1)?.max(ms(2)?),
                     })
-                };
-                Ok(SessionLabelRow {
-                    name: opt_text(r, 0)?,
-                    last_activity_ms: ms(1)?.max(ms(2)?),
                 })
-            })
-            .optional()
-            .map_err(|e| self.err(&e))
+                .optional()
+                .map_err(e)?;
+            if let Some(row) = row {
+                out.insert(id.to_owned(), row);
+            }
+        }
+        Ok(out)
     }
 
     /// The `runtime_events` row with this id, if the file holds one.
