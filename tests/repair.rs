@@ -223,7 +223,7 @@ fn a_held_owner_lock_refuses_and_changes_nothing() {
     assert!(o.stdout.is_empty());
     assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
     assert_eq!(ws.hash(), before);
-    assert!(ws.bundle_paths().is_empty());
+    assert!(!ws.bundles().exists(), "nothing created before the refusal");
     assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
     drop(held);
     let o = ws.run(&["doctor", "repair", "--apply"]);

@@ -157,6 +157,13 @@ pub fn run(
             .unwrap_or(Path::new("."))
             .join("wsledger-quarantine")
     });
+    let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
+    let writer = Writer::open(&db)?;
+    writer
+        .check_schema()
+        .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
+    // Only once the lock is held and the schema accepted: nothing is created before
+    // a refusal.
     if !targets.is_empty() {
         let io = |what: &str, e: std::io::Error| {
             CliError::new(
@@ -171,11 +178,6 @@ pub fn run(
         // Fail on an unwritable bundle directory before anything else happens.
         tempfile::NamedTempFile::new_in(&out_dir).map_err(|e| io("write in", e))?;
     }
-    let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
-    let writer = Writer::open(&db)?;
-    writer
-        .check_schema()
-        .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
     if !args.no_backup {
         doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
     }
