@@ -26,6 +26,9 @@ pub struct ScanOptions {
     /// How the work is spread over threads. Every way gives the same report; tests
     /// compare them.
     pub threads: Threads,
+    /// Judge the file with these release rules instead of those of the release that
+    /// wrote it (the upgrade preview).
+    pub rules: Option<crate::release::Rules>,
 }
 
 /// See [`ScanOptions::threads`].
@@ -110,6 +113,7 @@ fn read_briefs(
     ws: &Workspace,
     has_headers: bool,
     gone: &Exclusion,
+    rules: &crate::release::rules::HeaderRules,
 ) -> Result<Option<HeaderBriefs>, DbError> {
     if !gone.sessions.is_empty() || !has_headers {
         return Ok(None);
@@ -123,7 +127,8 @@ fn read_briefs(
         if !keys_ok {
             return;
         }
-        if let Ok(h) = crate::header::decode_header(&row.record_json, &row.session_id, &row.run_id)
+        if let Ok(h) =
+            crate::header::decode_header_as(&row.record_json, &row.session_id, &row.run_id, rules)
         {
             let k = b.key(&row.session_id, &row.run_id);
             if let Some(brief) = HeaderBrief::new(&h) {
@@ -361,6 +366,9 @@ pub fn scan_workspace_without(
     // where nothing can change, see `reader_twin`).
     let _snapshot = ws.read_snapshot()?;
     let schema = ws.schema_facts()?;
+    let rules = opts
+        .rules
+        .unwrap_or_else(|| crate::release::recognize(&schema).rules());
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
     let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (
         has("core_agent_runs"),
@@ -383,7 +391,7 @@ pub fn scan_workspace_without(
         None
     };
     std::thread::scope(|scope| {
-        let mut walker = Walker::new().keep_all_runs(opts.all_runs);
+        let mut walker = Walker::new().keep_all_runs(opts.all_runs).with_rules(rules);
         // The twin reads the run headers (which the walk needs first), then checks the
         // run events and reduces the ordinal rows (which the walk needs only at its
         // end) while this thread reads the tool projections and walks. Should it not
@@ -395,7 +403,8 @@ pub fn scan_workspace_without(
             std::thread::Builder::new()
                 .name("headers-run-events".into())
                 .spawn_scoped(scope, move || {
-                    let briefs = read_briefs(&t, has_headers, gone).map(|b| b.map(Arc::new));
+                    let briefs =
+                        read_briefs(&t, has_headers, gone, &rules.header).map(|b| b.map(Arc::new));
                     let mine = briefs.as_ref().ok().cloned().flatten();
                     let _ = briefs_tx.send(briefs);
                     let bad = if has_run_events {
@@ -423,7 +432,7 @@ pub fn scan_workspace_without(
         store.read_digests()?;
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
-            Err(_) => read_briefs(ws, has_headers, &gone)?.map(Arc::new),
+            Err(_) => read_briefs(ws, has_headers, &gone, &rules.header)?.map(Arc::new),
         };
         let at_decoder = match opts.threads {
             Threads::Auto => Some(2),
@@ -463,12 +472,13 @@ fn walk_events<'scope>(
 ) -> Result<(), DbError> {
     let (to_decoder, decoder_rx) = std::sync::mpsc::channel::<EventBatch>();
     let (decoder_tx, from_decoder) = std::sync::mpsc::channel::<EventBatch>();
+    let rules = walker.rules().decoder;
     let decoder = at_decoder.map(|_| {
         std::thread::Builder::new()
             .name("decode".into())
             .spawn_scoped(scope, move || {
                 for mut b in decoder_rx {
-                    b.decode();
+                    b.decode(&rules);
                     if decoder_tx.send(b).is_err() {
                         break;
                     }
@@ -499,6 +509,7 @@ fn walk_events<'scope>(
         at_decoder: 0,
         max_at_decoder,
         spare: Vec::new(),
+        rules,
     };
     let mut batch = EventBatch::default();
     let mut alive = true;
@@ -550,6 +561,7 @@ struct Pipeline {
     at_decoder: usize,
     max_at_decoder: usize,
     spare: Vec<EventBatch>,
+    rules: crate::release::rules::DecoderRules,
 }
 
 impl Pipeline {
@@ -573,7 +585,7 @@ impl Pipeline {
             self.at_decoder += 1;
             self.queue.push_back(None);
         } else {
-            batch.decode();
+            batch.decode(&self.rules);
             self.queue.push_back(Some(batch));
         }
         while self.queue.len() > Self::QUEUE {

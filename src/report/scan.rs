@@ -117,6 +117,7 @@ fn render_table(
     opts: &RenderOpts,
 ) -> io::Result<()> {
     writeln!(out, "workspace: {}", sanitize(path))?;
+    writeln!(out, "release: {}", report.workspace_release.describe())?;
     if !report.findings.is_empty() {
         let mut table = Table::new();
         table
