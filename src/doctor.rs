@@ -349,7 +349,133 @@ pub fn scan_workspace(
     opts: ScanOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ScanReport, DbError> {
-    scan_workspace_without(ws, opts, &BTreeSet::new(), progress)
+    // The preview reads the same snapshot as the scan.
+    let _snapshot = ws.read_snapshot()?;
+    let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
+    if opts.rules.is_none() {
+        if let Some(preview) = upgrade_preview(ws, opts, &report)? {
+            let writer_refuses = report.maka_gate.tool_writes_refused;
+            report
+                .findings
+                .extend(crate::scan::release::upgrade_findings(
+                    &preview,
+                    writer_refuses,
+                ));
+            report.upgrade = Some(preview);
+            report.recount();
+        }
+    }
+    Ok(report)
+}
+
+/// What the newer Maka builds will say of this file once they have migrated it: the
+/// headers they can no longer decode (re-read under their rules), and their gate (the
+/// decoder only grew, so it refuses exactly where the writer's does, unless the
+/// writer's refusal comes from a rule the newer build relaxed: then the file is scanned
+/// again under the newer rules).
+fn upgrade_preview(
+    ws: &Workspace,
+    opts: ScanOptions,
+    report: &ScanReport,
+) -> Result<Option<crate::scan::release::UpgradePreview>, DbError> {
+    use crate::release::upgrade;
+    use crate::scan::release::{UpgradeHeader, UpgradePreview, UpgradeTarget};
+    let schema = ws.schema_facts()?;
+    let recognition = crate::release::recognize(&schema);
+    let g = recognition.generation;
+    let targets = upgrade::targets_for(g);
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    let writer = recognition.rules();
+    let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let writer_blocked = !crate::quarantine::startup_blockers(report, &BTreeSet::new()).is_empty()
+        || report
+            .findings
+            .iter()
+            .any(|f| f.code == "session_header_undecodable");
+    let mut out = Vec::new();
+    for target in targets {
+        if !upgrade::migration_measured(g) {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "not_measured".into(),
+                refusal: None,
+                startup_blocked: false,
+                tool_writes_refused: report.maka_gate.tool_writes_refused,
+                undecodable_headers: Vec::new(),
+            });
+            continue;
+        }
+        if let Some(why) =
+            upgrade::migration_refusal(target, schema.objects.iter().map(|o| o.key.as_str()))
+        {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "refuses".into(),
+                refusal: Some(why),
+                startup_blocked: true,
+                tool_writes_refused: false,
+                undecodable_headers: Vec::new(),
+            });
+            continue;
+        }
+        let rules = upgrade::target_rules(target);
+        let mut bad = Vec::new();
+        if has("session_metadata") {
+            ws.for_each_session_header(|row| {
+                use crate::session_header::check_session_header;
+                if check_session_header(&row, &writer.header).is_err() {
+                    return;
+                }
+                if let Err(why) = check_session_header(&row, &rules.header) {
+                    bad.push(UpgradeHeader {
+                        session_id: row.session_id.clone(),
+                        run_id: None,
+                        message: why,
+                    });
+                }
+            })?;
+        }
+        if has("core_agent_runs") {
+            ws.for_each_header_row(|row, keys_ok| {
+                use crate::header::decode_header_as;
+                let (rec, s, r) = (&row.record_json, &row.session_id, &row.run_id);
+                if !keys_ok || decode_header_as(rec, s, r, &writer.header).is_err() {
+                    return;
+                }
+                if let Err(why) = decode_header_as(rec, s, r, &rules.header) {
+                    bad.push(UpgradeHeader {
+                        session_id: s.clone(),
+                        run_id: Some(r.clone()),
+                        message: why,
+                    });
+                }
+            })?;
+        }
+        let relaxed = rules.decoder != writer.decoder
+            || rules.dispatch_parent_refs != writer.dispatch_parent_refs;
+        let tool_writes_refused = if report.maka_gate.tool_writes_refused && relaxed {
+            let again = ScanOptions {
+                rules: Some(rules),
+                ..opts
+            };
+            scan_workspace_without(ws, again, &BTreeSet::new(), &mut |_, _| {})?
+                .maka_gate
+                .tool_writes_refused
+        } else {
+            report.maka_gate.tool_writes_refused
+        };
+        out.push(UpgradeTarget {
+            release: target.to_owned(),
+            migration: "migrates".into(),
+            refusal: None,
+            startup_blocked: writer_blocked || !bad.is_empty(),
+            tool_writes_refused,
+            undecodable_headers: bad,
+        });
+    }
+    Ok(Some(UpgradePreview { targets: out }))
 }
 
 /// Scans the workspace as it would be after Maka's conversation deletion of the
@@ -370,6 +496,7 @@ pub fn scan_workspace_without(
         .rules
         .unwrap_or_else(|| crate::release::recognize(&schema).rules());
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let has_sessions = has("session_metadata");
     let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (
         has("core_agent_runs"),
         has("tool_operations"),
@@ -451,6 +578,10 @@ pub fn scan_workspace_without(
             None if has_run_events => run_event_findings(ws, &gone, store.briefs.as_deref())?,
             None => Vec::new(),
         };
+        let mut bad = bad;
+        if has_sessions {
+            bad.extend(session_header_findings(ws, &gone, &rules)?);
+        }
         let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;
         if !bad.is_empty() {
             report.findings.extend(bad);
@@ -698,6 +829,30 @@ fn finish_scan(
     let mut report = walker.finish(store, tables)?;
     fill_identical(ws, &mut report)?;
     Ok(report)
+}
+
+/// Every session header Maka's start-up cannot read, under the writer's rules.
+fn session_header_findings(
+    ws: &Workspace,
+    gone: &Exclusion,
+    rules: &crate::release::Rules,
+) -> Result<Vec<crate::findings::Finding>, DbError> {
+    let mut out = Vec::new();
+    ws.for_each_session_header(|row| {
+        if gone.session(&row.session_id) {
+            return;
+        }
+        if let Err(why) = crate::session_header::check_session_header(&row, &rules.header) {
+            out.push(
+                crate::findings::Finding::new(
+                    "session_header_undecodable",
+                    format!("session header cannot be read: {why}"),
+                )
+                .session(&row.session_id),
+            );
+        }
+    })?;
+    Ok(out)
 }
 
 /// Every `core_agent_run_events` record that Maka's strict start-up recovery would

@@ -229,11 +229,11 @@ codes! {
     "upgrade_blocks_startup", Warning, "a newer Maka release will not start on this file once it has migrated it",
     "Does not affect the release that wrote the file. After the one-way migration, the newer release's start-up reads every session and run header and stops on one it cannot decode.",
     "A header written with a value the newer release no longer accepts (e.g. the `pi-agent` backend kind, dropped in v0.1.11).",
-    "Do not upgrade yet: quarantine the named session first with the release that wrote the file still installed (`wsledger doctor quarantine --session ID --apply`), or keep using that release.";
+    "Do not upgrade yet (the migration is one way): quarantine the named session first, with the release that wrote the file still installed (`wsledger doctor quarantine --session ID --apply`), or keep using that release.";
     "upgrade_refuses_tool_writes", Warning, "a newer Maka release's tool-ledger gate will refuse tool writes in this file",
     "Does not affect the release that wrote the file. After the one-way migration, the newer release's gate refuses every tool-bearing write in every session.",
     "An event the newer release's rules reject, or damage the writer's rules also reject.",
-    "Quarantine the named session before upgrading (`wsledger doctor quarantine --session ID --apply`).";
+    "Quarantine the named session before upgrading, which migrates the file one way (`wsledger doctor quarantine --session ID --apply`).";
     "session_header_undecodable", Error, "a session_metadata row Maka cannot decode",
     "Maka's start-up reads every session header and refuses to start on one it cannot read (\"Invalid session header ... malformed fields\").",
     "A header written by another tool or another Maka release, with a value this release does not accept.",

@@ -28,3 +28,4 @@ pub mod release;
 pub mod replay;
 pub mod report;
 pub mod scan;
+pub mod session_header;

@@ -14,6 +14,7 @@
 pub mod advice;
 pub mod compat;
 pub mod rules;
+pub mod upgrade;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;

@@ -65,6 +65,12 @@ pub struct HeaderRules {
     /// Session headers: statuses `review`, `done` and `archived`, and `archivedAt`, are
     /// still accepted (until v0.1.10).
     pub legacy_session_statuses: bool,
+    /// Session headers: `transcriptLedgerVersion` is 0 or 1 when present (v0.1.9).
+    pub session_transcript_ledger_version: bool,
+    /// Session headers: `toolProfile` is `headless-coding-v1` when present (v0.1.11).
+    pub session_tool_profile: bool,
+    /// Session headers: `externalOrigin` is checked (main, after v0.1.11).
+    pub session_external_origin: bool,
 }
 
 impl DecoderRules {
@@ -102,6 +108,9 @@ impl HeaderRules {
         run_composition: true,
         v0111_trigger_ids: true,
         legacy_session_statuses: false,
+        session_transcript_ledger_version: true,
+        session_tool_profile: true,
+        session_external_origin: true,
     };
 }
 
@@ -152,6 +161,9 @@ impl Rules {
                 run_composition: since("v0.1.10"),
                 v0111_trigger_ids: since("v0.1.11"),
                 legacy_session_statuses: !since("v0.1.11"),
+                session_transcript_ledger_version: since("v0.1.9"),
+                session_tool_profile: since("v0.1.11"),
+                session_external_origin: since("main"),
             },
         }
     }
@@ -171,7 +183,14 @@ mod tests {
     fn v0111_decodes_as_main_and_main_is_main() {
         assert_eq!(Rules::for_release("v0.1.11").decoder, DecoderRules::MAIN);
         assert_eq!(Rules::for_release("main"), Rules::MAIN);
-        assert_eq!(Rules::for_release("v0.1.11").header, HeaderRules::MAIN);
+        let v0111 = Rules::for_release("v0.1.11").header;
+        assert_eq!(
+            HeaderRules {
+                session_external_origin: true,
+                ..v0111
+            },
+            HeaderRules::MAIN
+        );
     }
 
     #[test]

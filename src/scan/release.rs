@@ -161,6 +161,84 @@ fn older_release(g: &Generation, user_version: i64) -> Finding {
     f
 }
 
+/// `upgrade` in the scan's JSON: what each newer Maka build will say once it has
+/// migrated the file. It does not affect the release that wrote the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradePreview {
+    pub targets: Vec<UpgradeTarget>,
+}
+
+/// One newer build's verdict on the migrated file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradeTarget {
+    /// `v0.1.11` (as released) or `main`.
+    pub release: String,
+    /// `migrates`, `refuses` (the build leaves the file untouched and does not start
+    /// on it) or `not_measured` (v0.1.0 and v0.1.1 opt-in files).
+    pub migration: String,
+    pub refusal: Option<String>,
+    /// Its start-up would stop (a header it cannot decode, or a run the writer's
+    /// start-up already stops on).
+    pub startup_blocked: bool,
+    /// Its tool-ledger gate would refuse every tool-bearing write.
+    pub tool_writes_refused: bool,
+    /// Headers the writer reads and this build cannot.
+    pub undecodable_headers: Vec<UpgradeHeader>,
+}
+
+/// A run or session header a newer build cannot decode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradeHeader {
+    pub session_id: String,
+    /// `null` for a session header.
+    pub run_id: Option<String>,
+    pub message: String,
+}
+
+/// The findings of an upgrade preview: warnings, each naming the build.
+pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for t in &p.targets {
+        if let Some(why) = &t.refusal {
+            let mut f = Finding::new("upgrade_migration_refused", why.clone());
+            f.hint = format!(
+                "Keep using the release that wrote the file; do not edit the schema to make \
+                 Maka {} accept it.",
+                t.release
+            );
+            out.push(f);
+            continue;
+        }
+        for h in &t.undecodable_headers {
+            let what = if h.run_id.is_some() { "run" } else { "session" };
+            let mut f = Finding::new(
+                "upgrade_blocks_startup",
+                format!(
+                    "after migrating, Maka {} cannot decode this {what} header ({}) and its \
+                     start-up stops",
+                    t.release, h.message
+                ),
+            )
+            .session(&h.session_id);
+            if let Some(r) = &h.run_id {
+                f = f.run(r);
+            }
+            out.push(f);
+        }
+        if t.tool_writes_refused && !writer_refuses_tool_writes {
+            out.push(Finding::new(
+                "upgrade_refuses_tool_writes",
+                format!(
+                    "after migrating, Maka {}'s tool-ledger gate refuses every tool-bearing \
+                     write in every session",
+                    t.release
+                ),
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,6 +89,9 @@ pub struct ScanReport {
     pub summary: Summary,
     /// Which Maka release wrote the file (`schema_current` is `exact` here).
     pub workspace_release: WorkspaceRelease,
+    /// What the newer Maka builds will say once they have migrated the file (`null`
+    /// for a file of main's generation).
+    pub upgrade: Option<super::release::UpgradePreview>,
     pub maka_gate: MakaGate,
     pub findings: Vec<Finding>,
     pub supersession: Vec<SupersessionGroup>,
@@ -257,6 +260,7 @@ pub(super) fn build(
             ..Summary::default()
         },
         workspace_release: WorkspaceRelease::of(&recognition, tables.schema.user_version),
+        upgrade: None,
         maka_gate,
         findings,
         supersession,
