@@ -26,6 +26,9 @@ pub struct ScanOptions {
     /// How the work is spread over threads. Every way gives the same report; tests
     /// compare them.
     pub threads: Threads,
+    /// Judge the file with these release rules instead of those of the release that
+    /// wrote it (the upgrade preview).
+    pub rules: Option<crate::release::Rules>,
 }
 
 /// See [`ScanOptions::threads`].
@@ -110,6 +113,7 @@ fn read_briefs(
     ws: &Workspace,
     has_headers: bool,
     gone: &Exclusion,
+    rules: &crate::release::rules::HeaderRules,
 ) -> Result<Option<HeaderBriefs>, DbError> {
     if !gone.sessions.is_empty() || !has_headers {
         return Ok(None);
@@ -123,7 +127,8 @@ fn read_briefs(
         if !keys_ok {
             return;
         }
-        if let Ok(h) = crate::header::decode_header(&row.record_json, &row.session_id, &row.run_id)
+        if let Ok(h) =
+            crate::header::decode_header_as(&row.record_json, &row.session_id, &row.run_id, rules)
         {
             let k = b.key(&row.session_id, &row.run_id);
             if let Some(brief) = HeaderBrief::new(&h) {
@@ -344,7 +349,133 @@ pub fn scan_workspace(
     opts: ScanOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ScanReport, DbError> {
-    scan_workspace_without(ws, opts, &BTreeSet::new(), progress)
+    // The preview reads the same snapshot as the scan.
+    let _snapshot = ws.read_snapshot()?;
+    let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
+    if opts.rules.is_none() {
+        if let Some(preview) = upgrade_preview(ws, opts, &report)? {
+            let writer_refuses = report.maka_gate.tool_writes_refused;
+            report
+                .findings
+                .extend(crate::scan::release::upgrade_findings(
+                    &preview,
+                    writer_refuses,
+                ));
+            report.upgrade = Some(preview);
+            report.recount();
+        }
+    }
+    Ok(report)
+}
+
+/// What the newer Maka builds will say of this file once they have migrated it: the
+/// headers they can no longer decode (re-read under their rules), and their gate (the
+/// decoder only grew, so it refuses exactly where the writer's does, unless the
+/// writer's refusal comes from a rule the newer build relaxed: then the file is scanned
+/// again under the newer rules).
+fn upgrade_preview(
+    ws: &Workspace,
+    opts: ScanOptions,
+    report: &ScanReport,
+) -> Result<Option<crate::scan::release::UpgradePreview>, DbError> {
+    use crate::release::upgrade;
+    use crate::scan::release::{UpgradeHeader, UpgradePreview, UpgradeTarget};
+    let schema = ws.schema_facts()?;
+    let recognition = crate::release::recognize(&schema);
+    let g = recognition.generation;
+    let targets = upgrade::targets_for(g);
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    let writer = recognition.rules();
+    let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let writer_blocked = !crate::quarantine::startup_blockers(report, &BTreeSet::new()).is_empty()
+        || report
+            .findings
+            .iter()
+            .any(|f| f.code == "session_header_undecodable");
+    let mut out = Vec::new();
+    for target in targets {
+        if !upgrade::migration_measured(g) {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "not_measured".into(),
+                refusal: None,
+                startup_blocked: false,
+                tool_writes_refused: report.maka_gate.tool_writes_refused,
+                undecodable_headers: Vec::new(),
+            });
+            continue;
+        }
+        if let Some(why) =
+            upgrade::migration_refusal(target, schema.objects.iter().map(|o| o.key.as_str()))
+        {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "refuses".into(),
+                refusal: Some(why),
+                startup_blocked: true,
+                tool_writes_refused: false,
+                undecodable_headers: Vec::new(),
+            });
+            continue;
+        }
+        let rules = upgrade::target_rules(target);
+        let mut bad = Vec::new();
+        if has("session_metadata") {
+            ws.for_each_session_header(|row| {
+                use crate::session_header::check_session_header;
+                if check_session_header(&row, &writer.header).is_err() {
+                    return;
+                }
+                if let Err(why) = check_session_header(&row, &rules.header) {
+                    bad.push(UpgradeHeader {
+                        session_id: row.session_id.clone(),
+                        run_id: None,
+                        message: why,
+                    });
+                }
+            })?;
+        }
+        if has("core_agent_runs") {
+            ws.for_each_header_row(|row, keys_ok| {
+                use crate::header::decode_header_as;
+                let (rec, s, r) = (&row.record_json, &row.session_id, &row.run_id);
+                if !keys_ok || decode_header_as(rec, s, r, &writer.header).is_err() {
+                    return;
+                }
+                if let Err(why) = decode_header_as(rec, s, r, &rules.header) {
+                    bad.push(UpgradeHeader {
+                        session_id: s.clone(),
+                        run_id: Some(r.clone()),
+                        message: why,
+                    });
+                }
+            })?;
+        }
+        let relaxed = rules.decoder != writer.decoder
+            || rules.dispatch_parent_refs != writer.dispatch_parent_refs;
+        let tool_writes_refused = if report.maka_gate.tool_writes_refused && relaxed {
+            let again = ScanOptions {
+                rules: Some(rules),
+                ..opts
+            };
+            scan_workspace_without(ws, again, &BTreeSet::new(), &mut |_, _| {})?
+                .maka_gate
+                .tool_writes_refused
+        } else {
+            report.maka_gate.tool_writes_refused
+        };
+        out.push(UpgradeTarget {
+            release: target.to_owned(),
+            migration: "migrates".into(),
+            refusal: None,
+            startup_blocked: writer_blocked || !bad.is_empty(),
+            tool_writes_refused,
+            undecodable_headers: bad,
+        });
+    }
+    Ok(Some(UpgradePreview { targets: out }))
 }
 
 /// Scans the workspace as it would be after Maka's conversation deletion of the
@@ -361,7 +492,11 @@ pub fn scan_workspace_without(
     // where nothing can change, see `reader_twin`).
     let _snapshot = ws.read_snapshot()?;
     let schema = ws.schema_facts()?;
+    let rules = opts
+        .rules
+        .unwrap_or_else(|| crate::release::recognize(&schema).rules());
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let has_sessions = has("session_metadata");
     let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (
         has("core_agent_runs"),
         has("tool_operations"),
@@ -383,7 +518,7 @@ pub fn scan_workspace_without(
         None
     };
     std::thread::scope(|scope| {
-        let mut walker = Walker::new().keep_all_runs(opts.all_runs);
+        let mut walker = Walker::new().keep_all_runs(opts.all_runs).with_rules(rules);
         // The twin reads the run headers (which the walk needs first), then checks the
         // run events and reduces the ordinal rows (which the walk needs only at its
         // end) while this thread reads the tool projections and walks. Should it not
@@ -395,7 +530,8 @@ pub fn scan_workspace_without(
             std::thread::Builder::new()
                 .name("headers-run-events".into())
                 .spawn_scoped(scope, move || {
-                    let briefs = read_briefs(&t, has_headers, gone).map(|b| b.map(Arc::new));
+                    let briefs =
+                        read_briefs(&t, has_headers, gone, &rules.header).map(|b| b.map(Arc::new));
                     let mine = briefs.as_ref().ok().cloned().flatten();
                     let _ = briefs_tx.send(briefs);
                     let bad = if has_run_events {
@@ -423,7 +559,7 @@ pub fn scan_workspace_without(
         store.read_digests()?;
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
-            Err(_) => read_briefs(ws, has_headers, &gone)?.map(Arc::new),
+            Err(_) => read_briefs(ws, has_headers, &gone, &rules.header)?.map(Arc::new),
         };
         let at_decoder = match opts.threads {
             Threads::Auto => Some(2),
@@ -442,6 +578,10 @@ pub fn scan_workspace_without(
             None if has_run_events => run_event_findings(ws, &gone, store.briefs.as_deref())?,
             None => Vec::new(),
         };
+        let mut bad = bad;
+        if has_sessions {
+            bad.extend(session_header_findings(ws, &gone, &rules)?);
+        }
         let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;
         if !bad.is_empty() {
             report.findings.extend(bad);
@@ -463,12 +603,13 @@ fn walk_events<'scope>(
 ) -> Result<(), DbError> {
     let (to_decoder, decoder_rx) = std::sync::mpsc::channel::<EventBatch>();
     let (decoder_tx, from_decoder) = std::sync::mpsc::channel::<EventBatch>();
+    let rules = walker.rules().decoder;
     let decoder = at_decoder.map(|_| {
         std::thread::Builder::new()
             .name("decode".into())
             .spawn_scoped(scope, move || {
                 for mut b in decoder_rx {
-                    b.decode();
+                    b.decode(&rules);
                     if decoder_tx.send(b).is_err() {
                         break;
                     }
@@ -499,6 +640,7 @@ fn walk_events<'scope>(
         at_decoder: 0,
         max_at_decoder,
         spare: Vec::new(),
+        rules,
     };
     let mut batch = EventBatch::default();
     let mut alive = true;
@@ -550,6 +692,7 @@ struct Pipeline {
     at_decoder: usize,
     max_at_decoder: usize,
     spare: Vec<EventBatch>,
+    rules: crate::release::rules::DecoderRules,
 }
 
 impl Pipeline {
@@ -573,7 +716,7 @@ impl Pipeline {
             self.at_decoder += 1;
             self.queue.push_back(None);
         } else {
-            batch.decode();
+            batch.decode(&self.rules);
             self.queue.push_back(Some(batch));
         }
         while self.queue.len() > Self::QUEUE {
@@ -686,6 +829,30 @@ fn finish_scan(
     let mut report = walker.finish(store, tables)?;
     fill_identical(ws, &mut report)?;
     Ok(report)
+}
+
+/// Every session header Maka's start-up cannot read, under the writer's rules.
+fn session_header_findings(
+    ws: &Workspace,
+    gone: &Exclusion,
+    rules: &crate::release::Rules,
+) -> Result<Vec<crate::findings::Finding>, DbError> {
+    let mut out = Vec::new();
+    ws.for_each_session_header(|row| {
+        if gone.session(&row.session_id) {
+            return;
+        }
+        if let Err(why) = crate::session_header::check_session_header(&row, &rules.header) {
+            out.push(
+                crate::findings::Finding::new(
+                    "session_header_undecodable",
+                    format!("session header cannot be read: {why}"),
+                )
+                .session(&row.session_id),
+            );
+        }
+    })?;
+    Ok(out)
 }
 
 /// Every `core_agent_run_events` record that Maka's strict start-up recovery would

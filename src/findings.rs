@@ -194,30 +194,50 @@ codes! {
     "The journal disagrees with the log.",
     "A projection edited by hand.",
     "The log is the authority.";
-    "schema_object_missing", Error, "a table, index or trigger of Maka's schema is missing",
-    "Maka refuses to open a workspace whose schema differs from its target in any object.",
-    "A damaged file, a tool that dropped an object, or a different Maka version.",
-    "Restore from a backup, or open the workspace with the Maka version that wrote it.";
-    "schema_object_changed", Error, "a schema object's definition differs from Maka's",
-    "Maka refuses to open a workspace whose schema differs from its target in any object.",
-    "A tool that altered a table, or a different Maka version.",
-    "Restore from a backup, or open the workspace with the Maka version that wrote it.";
-    "schema_object_unexpected", Error, "a schema object Maka does not know (e.g. an extra index)",
-    "Maka refuses to open the workspace (\"unexpected schema object\").",
-    "A tool (or person) added an index, table, trigger or view to runtime.sqlite.",
-    "Drop the extra object with the sqlite3 shell after a backup, while Maka is not running.";
-    "schema_version_mismatch", Warning, "PRAGMA user_version is not 12",
-    "Maka migrates an older file on open and refuses a newer one; wsledger scans what it can.",
-    "A workspace written by another Maka release.",
-    "Open it with the matching Maka release before repairing it.";
-    "schema_registry_mismatch", Warning, "operational_schema_migrations differs from Maka's current registry",
-    "Maka migrates an older registry and refuses newer or unknown scopes.",
-    "A workspace written by another Maka release, or a damaged registry.",
-    "Open it with the matching Maka release before repairing it.";
+    "schema_older_release", Info, "the workspace was written by a Maka release older than the newest",
+    "None for the release that wrote it: wsledger judges the file with that release's own rules. A newer Maka migrates it in place when it opens it, one way.",
+    "The workspace was last opened by an older Maka release.",
+    "Nothing is required. Before upgrading Maka, take a copy of the workspace folder: the migration is one way, and the Maka 0.1.5 and 0.1.6 desktop apps delete at start any workspace database whose schema is not exactly their own.";
+    "schema_object_missing", Warning, "a table, index or trigger of the closest known Maka schema is missing",
+    "The file matches no known Maka release. v0.1.11 and later compare every object with their target and refuse to open or migrate a file with one missing; older releases check only the versions and fail when they reach the missing object (the 0.1.5 and 0.1.6 desktop apps delete a file that is not exactly theirs).",
+    "A damaged file, a tool that removed an object, or a Maka build wsledger does not know.",
+    "Keep the file as it is and take a copy. If a backup from before the change exists, restore it; otherwise report the file with `wsledger info` output to the Maka project. wsledger still scans what it can read.";
+    "schema_object_changed", Warning, "a schema object's definition differs from the closest known Maka schema",
+    "The file matches no known Maka release. v0.1.11 and later refuse to open or migrate a file whose objects differ from their target; older releases check only the versions.",
+    "A tool that altered a table, or a Maka build wsledger does not know.",
+    "Keep the file as it is and take a copy; restore a backup from before the change if there is one. wsledger still scans what it can read.";
+    "schema_object_unexpected", Warning, "a schema object the closest known Maka schema does not have (e.g. an extra index)",
+    "The file matches no known Maka release. v0.1.11 and later refuse to open or migrate a file with an object they do not know (\"unexpected schema object\"); older releases ignore extra objects.",
+    "A tool (or person) added an index, table, trigger or view, or a Maka build wsledger does not know.",
+    "Keep the file as it is and take a copy. Do not edit the schema by hand: Maka's migrations check the objects they expect, and a file changed by hand may no longer migrate. Restore a backup from before the change if there is one.";
+    "schema_version_mismatch", Warning, "PRAGMA user_version is not that of the closest known Maka release",
+    "Each release migrates an older runtime schema in place, one way, and refuses a newer one (the 0.1.5 and 0.1.6 desktop apps delete a file that is not exactly theirs).",
+    "A workspace written by a Maka build wsledger does not know, or a damaged header.",
+    "Keep the file as it is and take a copy; wsledger scans what it can read.";
+    "schema_registry_mismatch", Warning, "operational_schema_migrations differs from the closest known Maka release",
+    "Each release migrates older scopes and refuses newer or unknown ones.",
+    "A workspace written by a Maka build wsledger does not know, or a damaged registry.",
+    "Keep the file as it is and take a copy; wsledger scans what it can read.";
     "schema_capability_mismatch", Warning, "runtime_capabilities rows are missing or have another version",
-    "Maka's runtime store refuses to open without its three capability rows at version 1.",
-    "A damaged file or an older release.",
-    "Restore from a backup.";
+    "Maka's runtime store refuses to open without the capability rows its release writes.",
+    "A damaged file, or rows removed by hand.",
+    "Restore from a backup taken before the change.";
+    "upgrade_migration_refused", Warning, "a newer Maka release will refuse to migrate this file",
+    "Does not affect the release that wrote the file. The newer release leaves the file untouched and does not start on it.",
+    "v0.1.2 and v0.1.3 leave legacy objects that v0.1.11 (and, for v0.1.2, main) refuse to migrate.",
+    "Keep using the Maka release that wrote the file; do not edit the schema to make the migration pass.";
+    "upgrade_blocks_startup", Warning, "a newer Maka release will not start on this file once it has migrated it",
+    "Does not affect the release that wrote the file. After the one-way migration, the newer release's start-up reads every session and run header and stops on one it cannot decode.",
+    "A header written with a value the newer release no longer accepts (e.g. the `pi-agent` backend kind, dropped in v0.1.11).",
+    "Do not upgrade yet (the migration is one way): quarantine the named session first, with the release that wrote the file still installed (`wsledger doctor quarantine --session ID --apply`), or keep using that release.";
+    "upgrade_refuses_tool_writes", Warning, "a newer Maka release's tool-ledger gate will refuse tool writes in this file",
+    "Does not affect the release that wrote the file. After the one-way migration, the newer release's gate refuses every tool-bearing write in every session.",
+    "An event the newer release's rules reject, or damage the writer's rules also reject.",
+    "Quarantine the named session before upgrading, which migrates the file one way (`wsledger doctor quarantine --session ID --apply`).";
+    "session_header_undecodable", Error, "a session_metadata row Maka cannot decode",
+    "Maka's start-up reads every session header and refuses to start on one it cannot read (\"Invalid session header ... malformed fields\").",
+    "A header written by another tool or another Maka release, with a value this release does not accept.",
+    "Quarantine the session (`wsledger doctor quarantine --session ID --apply`).";
     "sqlite_corrupt", Error, "SQLite's quick_check reports damage",
     "Maka may fail on any read of the damaged pages.",
     "Disk or file-system damage, or a copy taken without its -wal.",

@@ -1,6 +1,7 @@
 //! The AgentRun header (`core_agent_runs.record_json`), decoded as strictly as Maka's
 //! `decodeAgentRunHeader` reads it. Pure.
 
+use crate::release::rules::HeaderRules;
 use serde_json::{Map, Value};
 
 /// Header status (Maka's six AgentRun statuses).
@@ -120,25 +121,52 @@ pub fn is_safe_id(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// Decodes `record_json` of the row `(session_id, run_id)`.
+/// Decodes `record_json` of the row `(session_id, run_id)` with main's rules.
 pub fn decode_header(
     record_json: &str,
     session_id: &str,
     run_id: &str,
+) -> Result<RunHeader, String> {
+    decode_header_as(record_json, session_id, run_id, &HeaderRules::MAIN)
+}
+
+/// Whether `key` is a header key the release of `rules` knows.
+fn known_key(key: &str, rules: &HeaderRules) -> bool {
+    match key {
+        "scheduledTaskId" | "legacyAutomationId" => rules.v0111_trigger_ids,
+        // Read as `legacyAutomationId` from v0.1.11 on (renamed before this check).
+        "automationId" => !rules.v0111_trigger_ids,
+        "goalId" => rules.goal_id,
+        "rootExecutionKind" => rules.root_execution_kind,
+        "toolMode" => rules.tool_mode,
+        "runComposition" => rules.run_composition,
+        _ => REQUIRED.contains(&key) || OPTIONAL.contains(&key),
+    }
+}
+
+/// [`decode_header`] with the rules of the release that wrote the file.
+pub fn decode_header_as(
+    record_json: &str,
+    session_id: &str,
+    run_id: &str,
+    rules: &HeaderRules,
 ) -> Result<RunHeader, String> {
     let value: Value =
         serde_json::from_str(record_json).map_err(|e| format!("record is not JSON: {e}"))?;
     let Value::Object(mut record) = value else {
         return Err("record is not a JSON object".into());
     };
-    // Legacy spelling Maka renames on read.
-    if record.contains_key("automationId") && !record.contains_key("legacyAutomationId") {
+    // Legacy spelling Maka renames on read (from v0.1.11; before, it is the field).
+    if rules.v0111_trigger_ids
+        && record.contains_key("automationId")
+        && !record.contains_key("legacyAutomationId")
+    {
         if let Some(v) = record.remove("automationId") {
             record.insert("legacyAutomationId".into(), v);
         }
     }
     for key in record.keys() {
-        if !REQUIRED.contains(&key.as_str()) && !OPTIONAL.contains(&key.as_str()) {
+        if !known_key(key, rules) {
             return Err(format!("unknown key `{key}`"));
         }
     }
@@ -161,7 +189,7 @@ pub fn decode_header(
             return Err(format!("`{key}` is not a string"));
         }
     }
-    for key in OPTIONAL_STRINGS {
+    for key in OPTIONAL_STRINGS.iter().chain(&["automationId"]) {
         if record.get(*key).is_some_and(|v| !v.is_string()) {
             return Err(format!("`{key}` is not a string"));
         }
@@ -169,7 +197,7 @@ pub fn decode_header(
     let status = s("status")
         .and_then(|v| parse_status(&v))
         .ok_or_else(|| "`status` is not a run status".to_owned())?;
-    if !enum_ok(record.get("backendKind"), &["ai-sdk", "fake"]) {
+    if !enum_ok(record.get("backendKind"), rules.backend_kinds) {
         return Err("`backendKind` is not a backend kind".into());
     }
     if !enum_ok(
@@ -200,10 +228,16 @@ pub fn decode_header(
         "goalId",
         "agentGraphWakeId",
     ];
-    if origins.iter().filter(|k| record.contains_key(**k)).count() > 1 {
-        return Err(
-            "more than one of scheduledTaskId, legacyAutomationId, goalId, agentGraphWakeId".into(),
-        );
+    if rules.v0111_trigger_ids {
+        if origins.iter().filter(|k| record.contains_key(**k)).count() > 1 {
+            return Err(
+                "more than one of scheduledTaskId, legacyAutomationId, goalId, agentGraphWakeId"
+                    .into(),
+            );
+        }
+    } else if record.contains_key("automationId") && record.contains_key("goalId") {
+        // Before v0.1.11 only these two exclude each other.
+        return Err("both automationId and goalId".into());
     }
     let created_at = num("createdAt").ok_or("`createdAt` is not a number")?;
     let updated_at = num("updatedAt").ok_or("`updatedAt` is not a number")?;

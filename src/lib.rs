@@ -27,6 +27,8 @@ pub mod json;
 pub mod ledger;
 pub mod lock;
 pub mod quarantine;
+pub mod release;
 pub mod replay;
 pub mod report;
 pub mod scan;
+pub mod session_header;

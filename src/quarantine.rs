@@ -79,6 +79,15 @@ pub fn damaged_sessions(
             });
     }
     for f in &report.findings {
+        // Maka's start-up reads every session header, archived ones too.
+        if f.code == "session_header_undecodable" {
+            if let Some(s) = &f.session_id {
+                out.entry(s.clone()).or_default().insert(Reason {
+                    code: f.code.to_owned(),
+                    id: None,
+                });
+            }
+        }
         if f.code == "event_undecodable" {
             if let Some(s) = &f.session_id {
                 out.entry(s.clone()).or_default().insert(Reason {

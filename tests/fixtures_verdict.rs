@@ -6,15 +6,40 @@ use serde_json::Value;
 use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::scan::runs::RunState;
 
+/// Every real workspace: main's (`fixtures/<scenario>`) and the released builds'
+/// (`fixtures/releases/<tag>/<scenario>`, copied from `../shared/maka-releases`).
 fn fixtures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("fixtures")
+    let with_verdict = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.join("verdict.json").exists())
+            .collect();
+        v.sort();
+        v
+    };
+    let mut v = with_verdict(Path::new("fixtures"));
+    assert!(v.len() >= 11, "the real fixtures are missing");
+    let mut tags: Vec<PathBuf> = std::fs::read_dir("fixtures/releases")
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.join("verdict.json").exists())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with('v'))
         .collect();
-    v.sort();
-    assert!(v.len() >= 11, "the real fixtures are missing");
+    tags.sort();
+    let before = v.len();
+    for tag in tags {
+        v.extend(with_verdict(&tag));
+    }
+    assert!(v.len() - before >= 11, "the release fixtures are missing");
     v
+}
+
+/// The release that wrote a fixture: `generation.json`'s tag, or main's build.
+fn writer(dir: &Path) -> String {
+    let g: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("generation.json")).unwrap())
+            .unwrap();
+    g["release"]["tag"].as_str().unwrap_or("main").to_owned()
 }
 
 fn verdict(dir: &Path) -> Value {
@@ -54,6 +79,32 @@ fn every_real_workspace_gets_makas_verdict() {
                 failures.push(format!("{name}: {what}: {detail}"));
             }
         };
+
+        // The release that wrote it, recognised from the schema alone; a known
+        // release's healthy file has no warning or error about its schema.
+        let wr = &report.workspace_release;
+        let tag = writer(&dir);
+        check(
+            "release",
+            wr.exact && wr.matches.contains(&tag),
+            format!("{wr:?} should match {tag}"),
+        );
+        check(
+            "runtime schema",
+            Some(wr.runtime_schema) == v["schema"]["user_version"].as_i64().or(Some(12)),
+            format!("{}", wr.runtime_schema),
+        );
+        let schema_problems: Vec<&str> = report
+            .findings
+            .iter()
+            .filter(|f| f.code.starts_with("schema_") && f.code != "schema_older_release")
+            .map(|f| f.code)
+            .collect();
+        check(
+            "schema findings",
+            schema_problems.is_empty(),
+            format!("{schema_problems:?}"),
+        );
 
         // Scanner issues: code, event id, operation/tool call ids, in Maka's order.
         let want: Vec<(String, String, Option<String>, Option<String>)> = v["wholeFile"]["issues"]

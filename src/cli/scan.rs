@@ -112,6 +112,7 @@ pub fn run(
         } else {
             Threads::Auto
         },
+        rules: None,
     };
     let multi = (printer.progress && inputs.len() > 1).then(indicatif::MultiProgress::new);
     let bar = |_: usize| -> Option<indicatif::ProgressBar> {

@@ -1052,4 +1052,36 @@ impl Workspace {
         }
         Ok(())
     }
+
+    /// Every `session_metadata` row as Maka's start-up reads it (its session-header
+    /// check), in primary-key order.
+    pub fn for_each_session_header(
+        &self,
+        mut f: impl FnMut(crate::session_header::SessionHeaderRow),
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare_cached(
+                "SELECT session_id, payload_json, metadata_version, committed_at \
+                 FROM session_metadata ORDER BY session_id",
+            )
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        let value = |v: ValueRef<'_>| match v {
+            ValueRef::Integer(i) => serde_json::Value::from(i),
+            ValueRef::Real(x) => serde_json::Value::from(x),
+            ValueRef::Text(t) => serde_json::Value::from(String::from_utf8_lossy(t).into_owned()),
+            _ => serde_json::Value::Null,
+        };
+        while let Some(r) = rows.next().map_err(e)? {
+            f(crate::session_header::SessionHeaderRow {
+                session_id: text(r, 0).map_err(e)?,
+                payload_json: text(r, 1).map_err(e)?,
+                metadata_version: value(r.get_ref(2).map_err(e)?),
+                committed_at: value(r.get_ref(3).map_err(e)?),
+            });
+        }
+        Ok(())
+    }
 }

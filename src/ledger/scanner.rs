@@ -156,6 +156,12 @@ impl Lane {
 /// `None` when it is a `semantic_lane_conflict` (more than one lane, or an envelope the
 /// lane does not allow).
 pub fn tool_ledger_lane(event: &RuntimeEvent) -> Option<Lane> {
+    tool_ledger_lane_as(event, true)
+}
+
+/// [`tool_ledger_lane`]; `dispatch_parent_refs` off gives the lane check of Maka
+/// v0.1.5 and older, whose dispatch refs are exactly `operationId` and `toolCallId`.
+pub fn tool_ledger_lane_as(event: &RuntimeEvent, dispatch_parent_refs: bool) -> Option<Lane> {
     let recovery_kind = event
         .actions
         .as_ref()
@@ -190,13 +196,13 @@ pub fn tool_ledger_lane(event: &RuntimeEvent) -> Option<Lane> {
     let Some(lane) = lanes.next() else {
         return Some(Lane::Ordinary);
     };
-    if lanes.next().is_some() || !fits_lane_envelope(event, lane) {
+    if lanes.next().is_some() || !fits_lane_envelope(event, lane, dispatch_parent_refs) {
         return None;
     }
     Some(lane)
 }
 
-fn fits_lane_envelope(event: &RuntimeEvent, lane: Lane) -> bool {
+fn fits_lane_envelope(event: &RuntimeEvent, lane: Lane, dispatch_parent_refs: bool) -> bool {
     use crate::event::{Author, Role};
     if event.partial || event.status.is_some() || event.branch.is_some() {
         return false;
@@ -217,15 +223,16 @@ fn fits_lane_envelope(event: &RuntimeEvent, lane: Lane) -> bool {
                 && system
                 && has_exactly(action_keys.as_deref(), &["toolDispatch"])
                 && (has_exactly(refs_keys.as_deref(), &["operationId", "toolCallId"])
-                    || has_exactly(
-                        refs_keys.as_deref(),
-                        &[
-                            "operationId",
-                            "toolCallId",
-                            "parentToolCallId",
-                            "parentOperationId",
-                        ],
-                    ))
+                    || dispatch_parent_refs
+                        && has_exactly(
+                            refs_keys.as_deref(),
+                            &[
+                                "operationId",
+                                "toolCallId",
+                                "parentToolCallId",
+                                "parentOperationId",
+                            ],
+                        ))
         }
         Lane::ReconcileResult | Lane::RecoveryDecision => {
             event.content.is_none()
@@ -442,8 +449,8 @@ impl ToolLedgerScan {
     }
 }
 
-/// Scanner options. The defaults scan any list exactly as Maka does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// Scanner options. The defaults scan any list exactly as Maka (main) does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScanOptions {
     /// The caller guarantees that no event id repeats (database rows: `event_id` is the
     /// primary key), so the global set of seen ids is not kept and no
@@ -455,6 +462,18 @@ pub struct ScanOptions {
     /// [`ToolLedgerScanner::close_invocation`]. An invocation id that does not grow
     /// makes [`ToolLedgerScanner::push`] fail with [`ScanOrderError`].
     pub assume_store_order: bool,
+    /// The release's dispatch envelope may carry parent refs (v0.1.6 and later).
+    pub dispatch_parent_refs: bool,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        ScanOptions {
+            assume_unique_event_ids: false,
+            assume_store_order: false,
+            dispatch_parent_refs: true,
+        }
+    }
 }
 
 impl ScanOptions {
@@ -463,6 +482,7 @@ impl ScanOptions {
         ScanOptions {
             assume_unique_event_ids: true,
             assume_store_order: true,
+            ..ScanOptions::default()
         }
     }
 }
@@ -707,7 +727,7 @@ impl ToolLedgerScanner {
 
         let spine = self.spine_of(event);
 
-        let Some(lane) = tool_ledger_lane(event) else {
+        let Some(lane) = tool_ledger_lane_as(event, self.options.dispatch_parent_refs) else {
             self.add_issue(None, IssueCode::SemanticLaneConflict, event, None, None);
             return Ok(());
         };

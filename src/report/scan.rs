@@ -117,6 +117,7 @@ fn render_table(
     opts: &RenderOpts,
 ) -> io::Result<()> {
     writeln!(out, "workspace: {}", sanitize(path))?;
+    writeln!(out, "release: {}", report.workspace_release.describe())?;
     if !report.findings.is_empty() {
         let mut table = Table::new();
         table
@@ -215,6 +216,28 @@ fn render_table(
         )?;
     } else {
         writeln!(out, "maka gate: tool writes accepted")?;
+    }
+    if let Some(p) = &report.upgrade {
+        for t in &p.targets {
+            let verdict = match t.migration.as_str() {
+                "refuses" => "refuses to migrate this file".to_owned(),
+                "not_measured" => "migration not measured for this release's file".to_owned(),
+                _ => format!(
+                    "start-up {}, tool writes {}",
+                    if t.startup_blocked { "BLOCKED" } else { "ok" },
+                    if t.tool_writes_refused {
+                        "REFUSED"
+                    } else {
+                        "accepted"
+                    }
+                ),
+            };
+            writeln!(
+                out,
+                "after upgrading to {} (migrates one way): {verdict}",
+                t.release
+            )?;
+        }
     }
     if let Some(d) = &report.diagnosis {
         super::diagnosis::render_diagnosis(out, d)?;

@@ -18,6 +18,7 @@
 //! reconciled at the end; headers without events are found by count, then by key.
 
 pub mod projection;
+pub mod release;
 mod report;
 pub mod runs;
 
@@ -25,18 +26,19 @@ pub use report::*;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
-use crate::db::schema::{diff_schema, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
 use crate::db::{
     DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
     StoredOperationKey,
 };
 use crate::event::{decode_event_text, RuntimeEvent};
 use crate::findings::Finding;
-use crate::header::{decode_header, RunHeader};
+use crate::header::{decode_header_as, RunHeader};
 use crate::json::JsStr;
 use crate::ledger::scanner::{
     IssueCode, LateTouch, Operation, ScanOptions as ScannerOptions, ToolLedgerScanner,
 };
+use crate::release::rules::{DecoderRules, HeaderRules};
+use crate::release::Rules;
 use runs::RunReport;
 
 /// The reserved session of Maka's workspace-version authority: events without run
@@ -308,6 +310,8 @@ struct RunResult {
 
 /// Streams rows; see the module docs.
 pub struct Walker {
+    /// The rules of the release that wrote the file.
+    rules: Rules,
     scanner: ToolLedgerScanner,
     keep_all_runs: bool,
     // The current invocation.
@@ -343,6 +347,7 @@ impl Default for Walker {
 impl Walker {
     pub fn new() -> Walker {
         Walker {
+            rules: Rules::MAIN,
             // Rows come from a table whose primary key is event_id, in store order.
             scanner: ToolLedgerScanner::new(ScannerOptions::store_rows()),
             keep_all_runs: false,
@@ -373,6 +378,22 @@ impl Walker {
         self
     }
 
+    /// Judge the file with these release rules (main's by default). Call before the
+    /// first row.
+    pub fn with_rules(mut self, rules: Rules) -> Walker {
+        self.rules = rules;
+        self.scanner = ToolLedgerScanner::new(ScannerOptions {
+            dispatch_parent_refs: rules.dispatch_parent_refs,
+            ..ScannerOptions::store_rows()
+        });
+        self
+    }
+
+    /// The rules the walk applies.
+    pub fn rules(&self) -> Rules {
+        self.rules
+    }
+
     /// Number of rows seen.
     pub fn events(&self) -> u64 {
         self.events
@@ -394,7 +415,7 @@ impl Walker {
         row: &EventRowRef<'_>,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
-        let decoded = decode_row_ref(row);
+        let decoded = decode_row_as(row, &self.rules.decoder);
         self.push_decoded(row, decoded.as_ref().map_err(String::as_str), store)
     }
 
@@ -562,7 +583,7 @@ impl Walker {
         Ok(match header {
             Some(row) => {
                 self.headers_found += 1;
-                assess_with_header(&row, acc)
+                assess_with_header(&row, acc, &self.rules.header)
             }
             None if s == WORKSPACE_AUTHORITY_SESSION => RunResult {
                 order: RunOrder::Orphan(s.clone(), r.clone()),
@@ -654,7 +675,7 @@ impl Walker {
             })?;
             for (s, r) in missing {
                 if let Some(row) = store.header(&s, &r)? {
-                    let result = assess_with_header(&row, &RunAcc::default());
+                    let result = assess_with_header(&row, &RunAcc::default(), &self.rules.header);
                     self.keep(result);
                 }
             }
@@ -757,9 +778,9 @@ fn plainly_terminal(s: &str, r: &str, acc: &RunAcc, store: &mut dyn ScanStore) -
     report.state == runs::RunState::Terminal && findings.is_empty()
 }
 
-fn assess_with_header(row: &HeaderRow, acc: &RunAcc) -> RunResult {
+fn assess_with_header(row: &HeaderRow, acc: &RunAcc, rules: &HeaderRules) -> RunResult {
     let (s, r) = (row.session_id.clone(), row.run_id.clone());
-    match decode_header(&row.record_json, &row.session_id, &row.run_id) {
+    match decode_header_as(&row.record_json, &row.session_id, &row.run_id, rules) {
         Ok(h) => {
             let (report, findings) = runs::assess_header_run(&h, acc);
             RunResult {
@@ -815,6 +836,15 @@ pub fn is_tool_bearing(event: &RuntimeEvent) -> bool {
 /// identity check.
 pub fn decode_row(row: &EventRow) -> Result<RuntimeEvent, String> {
     decode_row_ref(&row.borrowed())
+}
+
+/// [`decode_row`] under the decoder rules of the release that wrote the file.
+pub fn decode_row_as(row: &EventRowRef<'_>, rules: &DecoderRules) -> Result<RuntimeEvent, String> {
+    let event = decode_row_ref(row)?;
+    match crate::release::compat::older_decoder_rejects(&row.payload_json, rules) {
+        None => Ok(event),
+        Some(e) => Err(e),
+    }
 }
 
 /// [`decode_row`] on borrowed columns.
@@ -886,11 +916,11 @@ impl EventBatch {
         self.rows.len() >= Self::ROWS || self.text.len() >= Self::TEXT
     }
 
-    /// Decodes every row, as [`Walker::push_row`] would.
-    pub fn decode(&mut self) {
+    /// Decodes every row, as [`Walker::push_row`] would under the same rules.
+    pub fn decode(&mut self, rules: &DecoderRules) {
         self.decoded.clear();
         for i in 0..self.rows.len() {
-            let d = decode_row_ref(&self.row(i));
+            let d = decode_row_as(&self.row(i), rules);
             self.decoded.push(d);
         }
     }
@@ -950,88 +980,4 @@ pub struct Tables {
     /// Number of `tool_operations` rows.
     pub operations: usize,
     pub integrity: Option<Vec<String>>,
-}
-
-/// Findings about the schema: object differences (errors) and versions (warnings).
-pub fn schema_findings(facts: &SchemaFacts) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let diff = diff_schema(&facts.objects);
-    for key in &diff.missing {
-        out.push(Finding::new(
-            "schema_object_missing",
-            format!("schema object `{key}` is missing"),
-        ));
-    }
-    for key in &diff.changed {
-        out.push(Finding::new(
-            "schema_object_changed",
-            format!("schema object `{key}` differs from Maka's definition"),
-        ));
-    }
-    for key in &diff.unexpected {
-        out.push(Finding::new(
-            "schema_object_unexpected",
-            format!("schema object `{key}` is not part of Maka's schema"),
-        ));
-    }
-    if facts.user_version != RUNTIME_USER_VERSION {
-        out.push(Finding::new(
-            "schema_version_mismatch",
-            format!(
-                "user_version is {}, Maka writes {RUNTIME_USER_VERSION}",
-                facts.user_version
-            ),
-        ));
-    }
-    match &facts.registry {
-        None => out.push(Finding::new(
-            "schema_registry_mismatch",
-            "operational_schema_migrations is missing",
-        )),
-        Some(reg) => {
-            for (scope, version) in REGISTRY {
-                match reg.get(*scope) {
-                    Some(v) if v == version => {}
-                    Some(v) => out.push(Finding::new(
-                        "schema_registry_mismatch",
-                        format!("scope `{scope}` is at version {v}, Maka's current is {version}"),
-                    )),
-                    None => out.push(Finding::new(
-                        "schema_registry_mismatch",
-                        format!("scope `{scope}` is not registered"),
-                    )),
-                }
-            }
-            for scope in reg.keys() {
-                if !REGISTRY.iter().any(|(s, _)| s == scope) {
-                    out.push(Finding::new(
-                        "schema_registry_mismatch",
-                        format!("scope `{scope}` is unknown to Maka's current release"),
-                    ));
-                }
-            }
-        }
-    }
-    match &facts.capabilities {
-        None => out.push(Finding::new(
-            "schema_capability_mismatch",
-            "runtime_capabilities is missing",
-        )),
-        Some(caps) => {
-            for cap in CAPABILITIES {
-                match caps.get(*cap) {
-                    Some(1) => {}
-                    Some(v) => out.push(Finding::new(
-                        "schema_capability_mismatch",
-                        format!("capability `{cap}` is at version {v}, Maka requires 1"),
-                    )),
-                    None => out.push(Finding::new(
-                        "schema_capability_mismatch",
-                        format!("capability `{cap}` is missing"),
-                    )),
-                }
-            }
-        }
-    }
-    out
 }

@@ -2,8 +2,9 @@
 
 use serde::Serialize;
 
+use super::release::{schema_findings, WorkspaceRelease};
 use super::runs::RunReport;
-use super::{schema_findings, Ordinals, Tables, Walker};
+use super::{Ordinals, Tables, Walker};
 use crate::findings::{Finding, Severity};
 use crate::header::RunHeader;
 use crate::ledger::scanner::LedgerIssue;
@@ -52,6 +53,7 @@ pub struct Summary {
     pub unreadable_runs: usize,
     pub runs_awaiting_adoption: usize,
     pub unsettled_operations: usize,
+    /// The file equals a known Maka generation (any release, not only the newest).
     pub schema_current: bool,
 }
 
@@ -85,6 +87,11 @@ pub struct SupersessionGroup {
 pub struct ScanReport {
     pub schema_version: u32,
     pub summary: Summary,
+    /// Which Maka release wrote the file (`schema_current` is `exact` here).
+    pub workspace_release: WorkspaceRelease,
+    /// What the newer Maka builds will say once they have migrated the file (`null`
+    /// for a file of main's generation).
+    pub upgrade: Option<super::release::UpgradePreview>,
     pub maka_gate: MakaGate,
     pub findings: Vec<Finding>,
     pub supersession: Vec<SupersessionGroup>,
@@ -132,7 +139,8 @@ pub(super) fn build(
         ..
     } = walker;
     let scan = scanner.finish();
-    let mut findings = schema_findings(&tables.schema);
+    let recognition = crate::release::recognize(&tables.schema);
+    let mut findings = schema_findings(&recognition, &tables.schema);
     if let Some(lines) = &tables.integrity {
         if !(lines.len() == 1 && lines[0] == "ok") {
             for line in lines.iter().take(20) {
@@ -252,9 +260,11 @@ pub(super) fn build(
             unreadable_runs: unreadable,
             runs_awaiting_adoption: adoptable,
             unsettled_operations: unsettled_count,
-            schema_current: diff_is_current(&tables),
+            schema_current: recognition.exact(),
             ..Summary::default()
         },
+        workspace_release: WorkspaceRelease::of(&recognition, tables.schema.user_version),
+        upgrade: None,
         maka_gate,
         findings,
         supersession,
@@ -266,9 +276,4 @@ pub(super) fn build(
     };
     report.recount();
     report
-}
-
-fn diff_is_current(tables: &Tables) -> bool {
-    crate::db::schema::diff_schema(&tables.schema.objects).is_empty()
-        && tables.schema.user_version == crate::db::schema::RUNTIME_USER_VERSION
 }

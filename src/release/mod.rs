@@ -1,0 +1,498 @@
+//! Which Maka release wrote a workspace, and the rules that release applies.
+//!
+//! Every Maka release since v0.1.0 leaves its own schema generation behind:
+//! `PRAGMA user_version`, the scope registry (`operational_schema_migrations`), the
+//! capability rows and the set of schema objects. The catalog (`catalog.txt`, data
+//! generated from real files by `tests/release_catalog.rs`) holds each generation as the
+//! release creates it fresh and, where they differ, as it leaves an older file it
+//! migrated. Recognising a file is an exact comparison against that catalog; a file that
+//! matches none is measured against the closest generation.
+//!
+//! The ledger rules changed little across releases; what changed is in [`rules`], as
+//! named switches keyed by generation. Pure: no SQL, no I/O.
+
+pub mod advice;
+pub mod compat;
+pub mod rules;
+pub mod upgrade;
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use crate::db::schema::SchemaDiff;
+use crate::db::SchemaFacts;
+
+pub use rules::Rules;
+
+/// Every release tag the catalog knows, oldest first, then the main-branch build that
+/// `../shared/maka-real/` was written by.
+pub const RELEASES: &[&str] = &[
+    "v0.1.0", "v0.1.1", "v0.1.2", "v0.1.3", "v0.1.4", "v0.1.5", "v0.1.6", "v0.1.7", "v0.1.8",
+    "v0.1.9", "v0.1.10", "v0.1.11", "main",
+];
+
+/// The newest published release: what users get when they upgrade today.
+pub const NEWEST_RELEASE: &str = "v0.1.11";
+
+const CATALOG: &str = include_str!("catalog.txt");
+
+/// One schema generation: what one or more consecutive releases write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Generation {
+    /// The release tags that write exactly this generation, oldest first.
+    pub releases: Vec<String>,
+    pub user_version: i64,
+    /// Scope → version; `None` where the release has no registry table.
+    pub registry: Option<BTreeMap<String, i64>>,
+    /// Capability → version; `None` where the release has no capability table.
+    pub capabilities: Option<BTreeMap<String, i64>>,
+    /// The object sets this generation is found with: first as created fresh, then as
+    /// left by migrating an older file (where that differs).
+    pub variants: Vec<Variant>,
+}
+
+/// One object set of a generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// `fresh`, or `migrated from vX by vY` (comma-joined where several agree).
+    pub label: String,
+    /// `type:name` → normalized signature, as `db::schema::schema_object` builds it.
+    pub objects: BTreeMap<String, String>,
+}
+
+impl Generation {
+    /// The newest release of this generation (its rules apply: issue notes, 34).
+    pub fn newest(&self) -> &str {
+        self.releases
+            .last()
+            .map(String::as_str)
+            .unwrap_or("unknown")
+    }
+
+    /// The oldest release of this generation.
+    pub fn oldest(&self) -> &str {
+        self.releases
+            .first()
+            .map(String::as_str)
+            .unwrap_or("unknown")
+    }
+
+    /// Position in release order (later generations are larger).
+    pub fn rank(&self) -> usize {
+        release_rank(self.newest()).unwrap_or(0)
+    }
+
+    /// Whether this is the main-branch build rather than a published release.
+    pub fn is_main(&self) -> bool {
+        self.newest() == "main"
+    }
+
+    /// Whether the generation is older than the newest published release.
+    pub fn is_older_than_newest_release(&self) -> bool {
+        self.rank() < release_rank(NEWEST_RELEASE).unwrap_or(0)
+    }
+
+    /// `v0.1.7 to v0.1.10`-style name for people.
+    pub fn display(&self) -> String {
+        match self.releases.len() {
+            0 => "an unknown release".to_owned(),
+            1 => self.releases[0].clone(),
+            2 => format!("{} or {}", self.releases[0], self.releases[1]),
+            _ => format!("{} to {}", self.oldest(), self.newest()),
+        }
+    }
+
+    /// The rules of the release that wrote this generation.
+    pub fn rules(&self) -> Rules {
+        Rules::for_release(self.newest())
+    }
+
+    /// The fresh object set.
+    pub fn fresh(&self) -> &BTreeMap<String, String> {
+        &self.variants[0].objects
+    }
+
+    /// Whether the generation has a table of this name (in its fresh form).
+    pub fn has_table(&self, name: &str) -> bool {
+        self.fresh().contains_key(&format!("table:{name}"))
+    }
+}
+
+/// Index of `tag` in [`RELEASES`].
+pub fn release_rank(tag: &str) -> Option<usize> {
+    RELEASES.iter().position(|r| *r == tag)
+}
+
+/// Every generation in the catalog, oldest first.
+pub fn catalog() -> &'static [Generation] {
+    static PARSED: OnceLock<Vec<Generation>> = OnceLock::new();
+    PARSED.get_or_init(|| parse_catalog(CATALOG).expect("the bundled catalog parses (tested)"))
+}
+
+/// The generation a release tag wrote.
+pub fn generation_of(tag: &str) -> Option<&'static Generation> {
+    catalog()
+        .iter()
+        .find(|g| g.releases.iter().any(|r| r == tag))
+}
+
+/// Parses the catalog's text form (see `catalog.txt`'s header).
+pub fn parse_catalog(text: &str) -> Result<Vec<Generation>, String> {
+    let mut out: Vec<Generation> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let bad = || format!("catalog line {}: {line:?}", n + 1);
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        if word == "generation" {
+            out.push(Generation {
+                releases: Vec::new(),
+                user_version: 0,
+                registry: None,
+                capabilities: None,
+                variants: vec![Variant {
+                    label: "fresh".to_owned(),
+                    objects: BTreeMap::new(),
+                }],
+            });
+            continue;
+        }
+        let g = out.last_mut().ok_or_else(bad)?;
+        match word {
+            "releases" => g.releases = rest.split(' ').map(str::to_owned).collect(),
+            "user_version" => g.user_version = rest.parse().map_err(|_| bad())?,
+            "registry" => g.registry = parse_pairs(rest).ok_or_else(bad)?,
+            "capabilities" => g.capabilities = parse_pairs(rest).ok_or_else(bad)?,
+            "variant" => {
+                let objects = g.variants[0].objects.clone();
+                g.variants.push(Variant {
+                    label: rest.to_owned(),
+                    objects,
+                });
+            }
+            "=" | "+" => {
+                let (key, sig) = rest.split_once('\t').ok_or_else(bad)?;
+                let v = g.variants.last_mut().ok_or_else(bad)?;
+                v.objects.insert(key.to_owned(), sig.to_owned());
+            }
+            "-" => {
+                let v = g.variants.last_mut().ok_or_else(bad)?;
+                v.objects.remove(rest).ok_or_else(bad)?;
+            }
+            _ => return Err(bad()),
+        }
+    }
+    if out.iter().any(|g| g.releases.is_empty()) {
+        return Err("a catalog generation names no release".to_owned());
+    }
+    Ok(out)
+}
+
+/// `-` (no table) or `a=1 b=2`.
+fn parse_pairs(s: &str) -> Option<Option<BTreeMap<String, i64>>> {
+    if s == "-" {
+        return Some(None);
+    }
+    let mut map = BTreeMap::new();
+    for pair in s.split(' ').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=')?;
+        map.insert(k.to_owned(), v.parse().ok()?);
+    }
+    Some(Some(map))
+}
+
+/// Formats a registry or capability map as the catalog does.
+pub fn format_pairs(map: Option<&BTreeMap<String, i64>>) -> String {
+    match map {
+        None => "-".to_owned(),
+        Some(m) => m
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+/// How a file differs from one generation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Differences {
+    pub objects: SchemaDiff,
+    /// `(file, generation)` when `user_version` differs.
+    pub user_version: Option<(i64, i64)>,
+    /// One line per registry difference.
+    pub registry: Vec<String>,
+    /// One line per capability difference.
+    pub capabilities: Vec<String>,
+}
+
+impl Differences {
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+            && self.user_version.is_none()
+            && self.registry.is_empty()
+            && self.capabilities.is_empty()
+    }
+
+    /// How far the file is from the generation (used to pick the closest).
+    fn weight(&self) -> usize {
+        self.objects.missing.len()
+            + self.objects.changed.len()
+            + self.objects.unexpected.len()
+            + usize::from(self.user_version.is_some()) * 4
+            + self.registry.len()
+            + self.capabilities.len()
+    }
+
+    /// Every difference, one line each, for people.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((file, want)) = self.user_version {
+            out.push(format!("user_version is {file}, not {want}"));
+        }
+        out.extend(self.registry.iter().cloned());
+        out.extend(self.capabilities.iter().cloned());
+        out.extend(
+            self.objects
+                .missing
+                .iter()
+                .map(|k| format!("`{k}` is missing")),
+        );
+        out.extend(
+            self.objects
+                .changed
+                .iter()
+                .map(|k| format!("`{k}` differs")),
+        );
+        out.extend(
+            self.objects
+                .unexpected
+                .iter()
+                .map(|k| format!("`{k}` is not in that release's schema")),
+        );
+        out
+    }
+}
+
+/// What the catalog says about one file.
+#[derive(Clone, Debug)]
+pub struct Recognition {
+    /// The generation the file equals, or the closest one.
+    pub generation: &'static Generation,
+    /// The variant compared against (the exact one, or the closest).
+    pub variant: &'static str,
+    /// Empty when the file equals the generation.
+    pub differences: Differences,
+}
+
+impl Recognition {
+    pub fn exact(&self) -> bool {
+        self.differences.is_empty()
+    }
+
+    /// The release tags that wrote exactly this file (empty when none did).
+    pub fn matches(&self) -> Vec<&'static str> {
+        if self.exact() {
+            self.generation
+                .releases
+                .iter()
+                .map(String::as_str)
+                .collect()
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The rules the scan applies: the writer's, or the closest generation's.
+    pub fn rules(&self) -> Rules {
+        self.generation.rules()
+    }
+}
+
+/// Compares a file's schema facts with one variant of a generation.
+pub fn differences(facts: &SchemaFacts, g: &Generation, v: &Variant) -> Differences {
+    let mut d = Differences {
+        objects: diff_objects(&facts.objects, &v.objects),
+        ..Differences::default()
+    };
+    if facts.user_version != g.user_version {
+        d.user_version = Some((facts.user_version, g.user_version));
+    }
+    d.registry = diff_pairs(
+        "operational_schema_migrations",
+        "scope",
+        facts.registry.as_ref(),
+        g.registry.as_ref(),
+    );
+    d.capabilities = diff_pairs(
+        "runtime_capabilities",
+        "capability",
+        facts.capabilities.as_ref(),
+        g.capabilities.as_ref(),
+    );
+    d
+}
+
+fn diff_objects(
+    actual: &[crate::db::schema::SchemaObject],
+    want: &BTreeMap<String, String>,
+) -> SchemaDiff {
+    let actual: BTreeMap<&str, &str> = actual
+        .iter()
+        .map(|o| (o.key.as_str(), o.signature.as_str()))
+        .collect();
+    let mut diff = SchemaDiff::default();
+    for (key, sig) in want {
+        match actual.get(key.as_str()) {
+            None => diff.missing.push(key.clone()),
+            Some(s) if *s != sig => diff.changed.push(key.clone()),
+            Some(_) => {}
+        }
+    }
+    for key in actual.keys() {
+        if !want.contains_key(*key) {
+            diff.unexpected.push((*key).to_owned());
+        }
+    }
+    diff
+}
+
+fn diff_pairs(
+    table: &str,
+    what: &str,
+    file: Option<&BTreeMap<String, i64>>,
+    want: Option<&BTreeMap<String, i64>>,
+) -> Vec<String> {
+    match (file, want) {
+        (None, None) => Vec::new(),
+        (Some(_), None) => vec![format!("`{table}` exists, the release has none")],
+        (None, Some(_)) => vec![format!("`{table}` is missing")],
+        (Some(file), Some(want)) => {
+            let mut out = Vec::new();
+            for (k, v) in want {
+                match file.get(k) {
+                    Some(f) if f == v => {}
+                    Some(f) => out.push(format!("{what} `{k}` is at version {f}, not {v}")),
+                    None => out.push(format!("{what} `{k}` is not registered")),
+                }
+            }
+            for (k, f) in file {
+                if !want.contains_key(k) {
+                    out.push(format!("{what} `{k}` (version {f}) is not the release's"));
+                }
+            }
+            out
+        }
+    }
+}
+
+/// Recognises the generation that wrote a file: the exact match, else the closest
+/// (fewest differences; the newer on a tie).
+pub fn recognize(facts: &SchemaFacts) -> Recognition {
+    let mut best: Option<Recognition> = None;
+    for g in catalog() {
+        for v in &g.variants {
+            let d = differences(facts, g, v);
+            let better = match &best {
+                None => true,
+                Some(b) => {
+                    let (w, bw) = (d.weight(), b.differences.weight());
+                    w < bw || (w == bw && g.rank() >= b.generation.rank())
+                }
+            };
+            if better {
+                best = Some(Recognition {
+                    generation: g,
+                    variant: v.label.as_str(),
+                    differences: d,
+                });
+            }
+        }
+    }
+    best.expect("the catalog is not empty")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::schema::SchemaObject;
+
+    fn facts_of(g: &Generation, v: usize) -> SchemaFacts {
+        SchemaFacts {
+            user_version: g.user_version,
+            tables: Vec::new(),
+            objects: g.variants[v]
+                .objects
+                .iter()
+                .map(|(k, s)| SchemaObject {
+                    key: k.clone(),
+                    signature: s.clone(),
+                })
+                .collect(),
+            registry: g.registry.clone(),
+            capabilities: g.capabilities.clone(),
+        }
+    }
+
+    #[test]
+    fn every_release_has_one_generation_in_order() {
+        let mut seen = Vec::new();
+        for g in catalog() {
+            for r in &g.releases {
+                seen.push(r.as_str());
+            }
+        }
+        assert_eq!(
+            seen, RELEASES,
+            "the catalog lists every release once, in order"
+        );
+    }
+
+    #[test]
+    fn each_variant_is_recognised_as_its_generation() {
+        for g in catalog() {
+            for (i, v) in g.variants.iter().enumerate() {
+                let r = recognize(&facts_of(g, i));
+                assert!(
+                    r.exact(),
+                    "{} {}: {:?}",
+                    g.display(),
+                    v.label,
+                    r.differences
+                );
+                assert_eq!(r.generation.releases, g.releases);
+            }
+        }
+    }
+
+    #[test]
+    fn one_extra_index_is_closest_to_its_generation() {
+        let g = generation_of("v0.1.7").unwrap();
+        let mut facts = facts_of(g, 0);
+        facts.objects.push(SchemaObject {
+            key: "index:doctor_extra".into(),
+            signature: "index:runtime_events:CREATE INDEX DOCTOR_EXTRA ON RUNTIME_EVENTS(RUN_ID)"
+                .into(),
+        });
+        let r = recognize(&facts);
+        assert!(!r.exact());
+        assert!(r.matches().is_empty());
+        assert_eq!(r.generation.releases, g.releases);
+        assert_eq!(
+            r.differences.objects.unexpected,
+            vec!["index:doctor_extra".to_owned()]
+        );
+        assert_eq!(r.differences.lines().len(), 1);
+    }
+
+    #[test]
+    fn newest_release_is_not_older_than_itself() {
+        assert!(!generation_of("v0.1.11")
+            .unwrap()
+            .is_older_than_newest_release());
+        assert!(generation_of("v0.1.5")
+            .unwrap()
+            .is_older_than_newest_release());
+        assert!(generation_of("main").unwrap().is_main());
+    }
+}

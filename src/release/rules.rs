@@ -1,0 +1,213 @@
+//! The ledger rules that differ between Maka releases, as named switches.
+//!
+//! The scanner, decoder and header checks are one implementation (main's). The strict
+//! RuntimeEvent decoder only grew across releases, so an older release's decoder is
+//! main's plus a check that the payload uses nothing that release did not know yet
+//! (`compat`). Each switch names the release that introduced the rule; the facts are
+//! from the upstream source at each tag (see `../shared/spec/releases/README.md`).
+
+use super::{release_rank, RELEASES};
+
+/// The rule switches of one release. `true` means "as main".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// The release these rules are those of (`main` for the main branch).
+    pub release: &'static str,
+    /// The file has Maka's tool-ledger tables and gate (v0.1.2 and later; v0.1.0 and
+    /// v0.1.1 keep runtime events in an opt-in file with no gate).
+    pub ledger_gate: bool,
+    /// A dispatch's `refs` may carry `parentToolCallId` and `parentOperationId`
+    /// (scanner lane envelope, v0.1.6).
+    pub dispatch_parent_refs: bool,
+    pub decoder: DecoderRules,
+    pub header: HeaderRules,
+}
+
+/// What the strict RuntimeEvent decoder accepts beyond v0.1.2's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecoderRules {
+    /// `actions.continuationStart` and `actions.workspaceFact`; turn origin `goal` (v0.1.3).
+    pub v013_actions_and_goal_origin: bool,
+    /// Text content `inlineReferences` (v0.1.4).
+    pub text_inline_references: bool,
+    /// Text `providerOptions`, call `providerExecuted`, response `providerExecuted` and
+    /// `providerOutput` (v0.1.5).
+    pub provider_content_keys: bool,
+    /// Envelope `origin`, `modelVisibility`; refs `parentToolCallId`,
+    /// `parentOperationId` (v0.1.6).
+    pub v016_envelope_and_parent_refs: bool,
+    /// Refs `sourceMessageDigest`; `tokenUsage.providerRequestTraceId` (v0.1.7).
+    pub v017_digest_and_trace_id: bool,
+    /// Turn origins `scheduled_task` and `legacy_automation` (`automation` read as the
+    /// latter); `contextBudget.activeSupersededToolResults` and
+    /// `activeDuplicateToolResults`; Windows drive paths in additional permissions
+    /// (v0.1.11).
+    pub v0111_origins_budget_and_paths: bool,
+}
+
+/// What the run-header decoder accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderRules {
+    /// Backend kinds a run or session header may name (`pi-agent` until v0.1.10).
+    pub backend_kinds: &'static [&'static str],
+    /// `goalId` (v0.1.3).
+    pub goal_id: bool,
+    /// `rootExecutionKind` (v0.1.4).
+    pub root_execution_kind: bool,
+    /// `toolMode` (v0.1.6).
+    pub tool_mode: bool,
+    /// `runComposition` (v0.1.10).
+    pub run_composition: bool,
+    /// `scheduledTaskId` and `legacyAutomationId`, `automationId` read as the latter,
+    /// and at most one trigger id (v0.1.11). Before: `automationId` is a plain field and
+    /// only `automationId` with `goalId` conflict.
+    pub v0111_trigger_ids: bool,
+    /// Session headers: statuses `review`, `done` and `archived`, and `archivedAt`, are
+    /// still accepted (until v0.1.10).
+    pub legacy_session_statuses: bool,
+    /// Session headers: `transcriptLedgerVersion` is 0 or 1 when present (v0.1.9).
+    pub session_transcript_ledger_version: bool,
+    /// Session headers: `toolProfile` is `headless-coding-v1` when present (v0.1.11).
+    pub session_tool_profile: bool,
+    /// Session headers: `externalOrigin` is checked (main, after v0.1.11).
+    pub session_external_origin: bool,
+}
+
+impl DecoderRules {
+    /// Main's decoder (and v0.1.11's: rule for rule the same).
+    pub const MAIN: DecoderRules = DecoderRules {
+        v013_actions_and_goal_origin: true,
+        text_inline_references: true,
+        provider_content_keys: true,
+        v016_envelope_and_parent_refs: true,
+        v017_digest_and_trace_id: true,
+        v0111_origins_budget_and_paths: true,
+    };
+
+    /// Whether these rules accept exactly what main's decoder accepts.
+    pub fn is_main(&self) -> bool {
+        *self == DecoderRules::MAIN
+    }
+}
+
+impl Default for DecoderRules {
+    fn default() -> Self {
+        DecoderRules::MAIN
+    }
+}
+
+const BACKENDS_WITH_PI_AGENT: &[&str] = &["ai-sdk", "fake", "pi-agent"];
+const BACKENDS: &[&str] = &["ai-sdk", "fake"];
+
+impl HeaderRules {
+    pub const MAIN: HeaderRules = HeaderRules {
+        backend_kinds: BACKENDS,
+        goal_id: true,
+        root_execution_kind: true,
+        tool_mode: true,
+        run_composition: true,
+        v0111_trigger_ids: true,
+        legacy_session_statuses: false,
+        session_transcript_ledger_version: true,
+        session_tool_profile: true,
+        session_external_origin: true,
+    };
+}
+
+impl Default for HeaderRules {
+    fn default() -> Self {
+        HeaderRules::MAIN
+    }
+}
+
+impl Rules {
+    /// Main's rules (what `../shared/maka-real/` was written and judged by).
+    pub const MAIN: Rules = Rules {
+        release: "main",
+        ledger_gate: true,
+        dispatch_parent_refs: true,
+        decoder: DecoderRules::MAIN,
+        header: HeaderRules::MAIN,
+    };
+
+    /// The rules of a release tag; unknown tags get main's. v0.1.0 and v0.1.1 have no
+    /// ledger of their own: their events are checked with v0.1.2's rules.
+    pub fn for_release(tag: &str) -> Rules {
+        let Some(rank) = release_rank(tag) else {
+            return Rules::MAIN;
+        };
+        let since = |t: &str| rank >= release_rank(t).unwrap_or(usize::MAX);
+        Rules {
+            release: RELEASES[rank],
+            ledger_gate: since("v0.1.2"),
+            dispatch_parent_refs: since("v0.1.6"),
+            decoder: DecoderRules {
+                v013_actions_and_goal_origin: since("v0.1.3"),
+                text_inline_references: since("v0.1.4"),
+                provider_content_keys: since("v0.1.5"),
+                v016_envelope_and_parent_refs: since("v0.1.6"),
+                v017_digest_and_trace_id: since("v0.1.7"),
+                v0111_origins_budget_and_paths: since("v0.1.11"),
+            },
+            header: HeaderRules {
+                backend_kinds: if since("v0.1.11") {
+                    BACKENDS
+                } else {
+                    BACKENDS_WITH_PI_AGENT
+                },
+                goal_id: since("v0.1.3"),
+                root_execution_kind: since("v0.1.4"),
+                tool_mode: since("v0.1.6"),
+                run_composition: since("v0.1.10"),
+                v0111_trigger_ids: since("v0.1.11"),
+                legacy_session_statuses: !since("v0.1.11"),
+                session_transcript_ledger_version: since("v0.1.9"),
+                session_tool_profile: since("v0.1.11"),
+                session_external_origin: since("main"),
+            },
+        }
+    }
+}
+
+impl Default for Rules {
+    fn default() -> Self {
+        Rules::MAIN
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v0111_decodes_as_main_and_main_is_main() {
+        assert_eq!(Rules::for_release("v0.1.11").decoder, DecoderRules::MAIN);
+        assert_eq!(Rules::for_release("main"), Rules::MAIN);
+        let v0111 = Rules::for_release("v0.1.11").header;
+        assert_eq!(
+            HeaderRules {
+                session_external_origin: true,
+                ..v0111
+            },
+            HeaderRules::MAIN
+        );
+    }
+
+    #[test]
+    fn switches_flip_at_their_release() {
+        let r = |t| Rules::for_release(t);
+        assert!(!r("v0.1.5").dispatch_parent_refs && r("v0.1.6").dispatch_parent_refs);
+        assert!(
+            !r("v0.1.5").decoder.v016_envelope_and_parent_refs
+                && r("v0.1.6").decoder.v016_envelope_and_parent_refs
+        );
+        assert!(
+            !r("v0.1.6").decoder.v017_digest_and_trace_id
+                && r("v0.1.7").decoder.v017_digest_and_trace_id
+        );
+        assert!(r("v0.1.10").header.backend_kinds.contains(&"pi-agent"));
+        assert!(!r("v0.1.11").header.backend_kinds.contains(&"pi-agent"));
+        assert!(!r("v0.1.1").ledger_gate && r("v0.1.2").ledger_gate);
+        assert!(!r("v0.1.9").header.run_composition && r("v0.1.10").header.run_composition);
+    }
+}

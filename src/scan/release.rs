@@ -1,0 +1,301 @@
+//! The scan's word on which Maka wrote the file (`workspace_release`), the schema
+//! findings that follow from it, and the upgrade preview (`upgrade`).
+
+use serde::Serialize;
+
+use crate::db::SchemaFacts;
+use crate::findings::Finding;
+use crate::release::{self, advice, Generation, Recognition};
+
+/// `workspace_release` in the scan's JSON.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkspaceRelease {
+    /// Every release that writes exactly this file (empty when none does).
+    pub matches: Vec<String>,
+    /// The file's `PRAGMA user_version`.
+    pub runtime_schema: i64,
+    /// Whether the file equals a known generation.
+    pub exact: bool,
+    /// The releases of the closest known generation, when not exact.
+    pub closest: Option<Vec<String>>,
+    /// How the file differs from the closest generation (empty when exact).
+    pub differences: Vec<String>,
+    /// `fresh`, or the migration that left this object set.
+    pub variant: String,
+    /// The release whose rules the scan applied.
+    pub rules: String,
+}
+
+impl WorkspaceRelease {
+    pub fn of(r: &Recognition, user_version: i64) -> WorkspaceRelease {
+        let exact = r.exact();
+        WorkspaceRelease {
+            matches: r.matches().into_iter().map(str::to_owned).collect(),
+            runtime_schema: user_version,
+            exact,
+            closest: (!exact).then(|| r.generation.releases.clone()),
+            differences: r.differences.lines(),
+            variant: r.variant.to_owned(),
+            rules: r.rules().release.to_owned(),
+        }
+    }
+
+    /// One line for people: who wrote the file.
+    pub fn describe(&self) -> String {
+        let name = |v: &[String]| match v {
+            [] => "an unknown release".to_owned(),
+            [one] => one.clone(),
+            [a, b] => format!("{a} or {b}"),
+            [first, .., last] => format!("{first} to {last}"),
+        };
+        let with = |v: &[String]| {
+            if v.len() == 1 && v[0] == "main" {
+                "a Maka main-branch build".to_owned()
+            } else {
+                format!("Maka {}", name(v))
+            }
+        };
+        if self.exact {
+            format!(
+                "written by {} (runtime schema {})",
+                with(&self.matches),
+                self.runtime_schema
+            )
+        } else {
+            let closest = self.closest.as_deref().unwrap_or_default();
+            format!(
+                "matches no known Maka release (runtime schema {}); closest: {}, {} difference(s)",
+                self.runtime_schema,
+                with(closest),
+                self.differences.len()
+            )
+        }
+    }
+}
+
+/// The schema findings for a recognised file: nothing for the newest releases, an
+/// `info` for an older release, warnings against the closest generation otherwise.
+pub fn schema_findings(r: &Recognition, facts: &SchemaFacts) -> Vec<Finding> {
+    let g = r.generation;
+    if r.exact() {
+        if g.is_older_than_newest_release() {
+            return vec![older_release(g, facts.user_version)];
+        }
+        return Vec::new();
+    }
+    let closest = g.display();
+    let mut out = Vec::new();
+    let d = &r.differences;
+    for key in &d.objects.missing {
+        out.push(Finding::new(
+            "schema_object_missing",
+            format!("schema object `{key}` of Maka {closest} is missing"),
+        ));
+    }
+    for key in &d.objects.changed {
+        out.push(Finding::new(
+            "schema_object_changed",
+            format!("schema object `{key}` differs from Maka {closest}'s definition"),
+        ));
+    }
+    for key in &d.objects.unexpected {
+        out.push(Finding::new(
+            "schema_object_unexpected",
+            format!("schema object `{key}` is not part of Maka {closest}'s schema"),
+        ));
+    }
+    if let Some((file, want)) = d.user_version {
+        out.push(Finding::new(
+            "schema_version_mismatch",
+            format!("user_version is {file}; Maka {closest} writes {want}"),
+        ));
+    }
+    for line in &d.registry {
+        out.push(Finding::new(
+            "schema_registry_mismatch",
+            format!("{line} (closest release: {closest})"),
+        ));
+    }
+    for line in &d.capabilities {
+        out.push(Finding::new(
+            "schema_capability_mismatch",
+            format!("{line} (closest release: {closest})"),
+        ));
+    }
+    out
+}
+
+/// v0.1.2 and v0.1.3 keep transcripts as files in `sessions/` beside the database.
+pub fn keeps_session_files(g: &Generation) -> bool {
+    g.releases.iter().any(|r| r == "v0.1.2" || r == "v0.1.3")
+}
+
+fn older_release(g: &Generation, user_version: i64) -> Finding {
+    let what = if !g.rules().ledger_gate {
+        format!(
+            "{} keeps runtime events in this file only in an opt-in mode, beside \
+             `sessions.sqlite` and a `sessions/` folder; it has no run or session tables and \
+             no tool-ledger gate. wsledger checks its events with v0.1.2's ledger rules, as \
+             the upgrade preview",
+            g.display()
+        )
+    } else if keeps_session_files(g) {
+        format!(
+            "wsledger judges it with {}'s own rules; that release keeps session transcripts \
+             as files in `sessions/` beside the database",
+            g.newest()
+        )
+    } else {
+        format!("wsledger judges it with {}'s own rules", g.newest())
+    };
+    let mut f = Finding::new(
+        "schema_older_release",
+        format!(
+            "written by Maka {} (runtime schema {user_version}), older than the newest \
+             release {}; {what}",
+            g.display(),
+            release::NEWEST_RELEASE
+        ),
+    );
+    f.hint = format!("Nothing is required. {}", advice::upgrade_caveat(Some(g)));
+    f
+}
+
+/// `upgrade` in the scan's JSON: what each newer Maka build will say once it has
+/// migrated the file. It does not affect the release that wrote the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradePreview {
+    pub targets: Vec<UpgradeTarget>,
+}
+
+/// One newer build's verdict on the migrated file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradeTarget {
+    /// `v0.1.11` (as released) or `main`.
+    pub release: String,
+    /// `migrates`, `refuses` (the build leaves the file untouched and does not start
+    /// on it) or `not_measured` (v0.1.0 and v0.1.1 opt-in files).
+    pub migration: String,
+    pub refusal: Option<String>,
+    /// Its start-up would stop (a header it cannot decode, or a run the writer's
+    /// start-up already stops on).
+    pub startup_blocked: bool,
+    /// Its tool-ledger gate would refuse every tool-bearing write.
+    pub tool_writes_refused: bool,
+    /// Headers the writer reads and this build cannot.
+    pub undecodable_headers: Vec<UpgradeHeader>,
+}
+
+/// A run or session header a newer build cannot decode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UpgradeHeader {
+    pub session_id: String,
+    /// `null` for a session header.
+    pub run_id: Option<String>,
+    pub message: String,
+}
+
+/// The findings of an upgrade preview: warnings, each naming the build.
+pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for t in &p.targets {
+        if let Some(why) = &t.refusal {
+            let mut f = Finding::new("upgrade_migration_refused", why.clone());
+            f.hint = format!(
+                "Keep using the release that wrote the file; do not edit the schema to make \
+                 Maka {} accept it.",
+                t.release
+            );
+            out.push(f);
+            continue;
+        }
+        for h in &t.undecodable_headers {
+            let what = if h.run_id.is_some() { "run" } else { "session" };
+            let mut f = Finding::new(
+                "upgrade_blocks_startup",
+                format!(
+                    "after migrating, Maka {} cannot decode this {what} header ({}) and its \
+                     start-up stops",
+                    t.release, h.message
+                ),
+            )
+            .session(&h.session_id);
+            if let Some(r) = &h.run_id {
+                f = f.run(r);
+            }
+            out.push(f);
+        }
+        if t.tool_writes_refused && !writer_refuses_tool_writes {
+            out.push(Finding::new(
+                "upgrade_refuses_tool_writes",
+                format!(
+                    "after migrating, Maka {}'s tool-ledger gate refuses every tool-bearing \
+                     write in every session",
+                    t.release
+                ),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::schema::SchemaObject;
+
+    fn facts_of(tag: &str) -> SchemaFacts {
+        let g = release::generation_of(tag).unwrap();
+        SchemaFacts {
+            user_version: g.user_version,
+            tables: Vec::new(),
+            objects: g
+                .fresh()
+                .iter()
+                .map(|(k, s)| SchemaObject {
+                    key: k.clone(),
+                    signature: s.clone(),
+                })
+                .collect(),
+            registry: g.registry.clone(),
+            capabilities: g.capabilities.clone(),
+        }
+    }
+
+    #[test]
+    fn newest_and_main_have_no_schema_finding() {
+        for tag in ["v0.1.11", "main"] {
+            let f = facts_of(tag);
+            assert!(schema_findings(&release::recognize(&f), &f).is_empty());
+        }
+    }
+
+    #[test]
+    fn an_older_release_is_one_info_finding() {
+        for tag in ["v0.1.2", "v0.1.5", "v0.1.7", "v0.1.10", "v0.1.0"] {
+            let f = facts_of(tag);
+            let r = release::recognize(&f);
+            let found = schema_findings(&r, &f);
+            assert_eq!(found.len(), 1, "{tag}");
+            assert_eq!(found[0].code, "schema_older_release");
+            assert_eq!(found[0].severity, crate::findings::Severity::Info);
+            assert!(found[0].hint.contains("one way"), "{}", found[0].hint);
+        }
+    }
+
+    #[test]
+    fn an_unknown_file_gets_warnings_against_the_closest() {
+        let mut f = facts_of("v0.1.5");
+        f.objects
+            .retain(|o| o.key != "index:tool_journal_events_by_operation");
+        let r = release::recognize(&f);
+        let found = schema_findings(&r, &f);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].code, "schema_object_missing");
+        assert_eq!(found[0].severity, crate::findings::Severity::Warning);
+        let wr = WorkspaceRelease::of(&r, f.user_version);
+        assert!(!wr.exact);
+        assert_eq!(wr.closest, Some(vec!["v0.1.5".to_owned()]));
+        assert!(wr.matches.is_empty());
+    }
+}

@@ -1,0 +1,281 @@
+//! The release catalog (`src/release/catalog.txt`) is exactly what the real schema
+//! dumps say (`fixtures/releases/schemas/`, copied from `../shared/spec/releases/`):
+//! every release's fresh workspace, and every workspace a later release migrated.
+//!
+//! Regenerate it after adding dumps with
+//! `WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use wsledger::db::schema::{schema_object, SchemaObject};
+use wsledger::db::SchemaFacts;
+use wsledger::release::{self, format_pairs, recognize, RELEASES};
+
+const DUMPS: &str = "fixtures/releases/schemas";
+const CATALOG: &str = "src/release/catalog.txt";
+
+struct Dump {
+    user_version: i64,
+    registry: Option<BTreeMap<String, i64>>,
+    objects: BTreeMap<String, String>,
+}
+
+fn load(path: &Path) -> Option<Dump> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    if v.get("error").is_some() {
+        return None; // a refused migration: no file was written
+    }
+    let registry = v["registry"].as_array().map(|rows| {
+        rows.iter()
+            .map(|r| {
+                (
+                    r["scope"].as_str().unwrap().to_owned(),
+                    r["version"].as_i64().unwrap(),
+                )
+            })
+            .collect::<BTreeMap<_, _>>()
+    });
+    let mut objects = BTreeMap::new();
+    for o in v["objects"].as_array().unwrap() {
+        let (kind, name) = (o["type"].as_str().unwrap(), o["name"].as_str().unwrap());
+        // As `Workspace::schema_facts` reads them: SQLite's own objects and
+        // auto-indexes (no SQL) are not Maka's.
+        let Some(sql) = o["sql"].as_str() else {
+            continue;
+        };
+        if name.starts_with("sqlite_") {
+            continue;
+        }
+        let SchemaObject { key, signature } =
+            schema_object(kind, name, o["tbl_name"].as_str().unwrap(), sql);
+        objects.insert(key, signature);
+    }
+    Some(Dump {
+        user_version: v["user_version"].as_i64().unwrap(),
+        registry,
+        objects,
+    })
+}
+
+/// The capability rows a release writes: they are not in the dumps, and follow from
+/// the runtime migrations (5 adds recovery authority, 6 continuation, 7 workspace
+/// version authority; before 5 there is no table).
+fn capabilities(d: &Dump) -> Option<BTreeMap<String, i64>> {
+    if !d.objects.contains_key("table:runtime_capabilities") {
+        return None;
+    }
+    let mut caps = BTreeMap::new();
+    for (min, cap) in [
+        (5, "runtime_recovery_authority"),
+        (6, "runtime_continuation_authority"),
+        (7, "runtime_workspace_version_authority"),
+    ] {
+        if d.user_version >= min {
+            caps.insert(cap.to_owned(), 1);
+        }
+    }
+    Some(caps)
+}
+
+fn file_of(tag: &str) -> String {
+    if tag == "main" {
+        "main-f19eede03".to_owned()
+    } else {
+        tag.to_owned()
+    }
+}
+
+fn build() -> String {
+    struct Gen {
+        releases: Vec<String>,
+        dump: Dump,
+        variants: Vec<(Vec<String>, BTreeMap<String, String>)>,
+    }
+    let mut gens: Vec<Gen> = Vec::new();
+    for tag in RELEASES {
+        let dump = load(&Path::new(DUMPS).join(format!("{}.json", file_of(tag)))).unwrap();
+        match gens.last_mut() {
+            Some(g)
+                if g.dump.user_version == dump.user_version
+                    && g.dump.registry == dump.registry
+                    && g.dump.objects == dump.objects =>
+            {
+                g.releases.push((*tag).to_owned())
+            }
+            _ => gens.push(Gen {
+                releases: vec![(*tag).to_owned()],
+                dump,
+                variants: Vec::new(),
+            }),
+        }
+    }
+    let mut migrated: Vec<_> = std::fs::read_dir(Path::new(DUMPS).join("migrated"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    migrated.sort();
+    for path in migrated {
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        let (from, to) = stem.split_once("-by-").unwrap();
+        let to = if to.starts_with("main") { "main" } else { to };
+        let Some(dump) = load(&path) else { continue };
+        let g = gens
+            .iter_mut()
+            .find(|g| g.releases.iter().any(|r| r == to))
+            .unwrap();
+        assert_eq!(dump.user_version, g.dump.user_version, "{stem}");
+        assert_eq!(dump.registry, g.dump.registry, "{stem}: registry");
+        if dump.objects == g.dump.objects {
+            continue;
+        }
+        let label = format!("{from} by {to}");
+        match g.variants.iter_mut().find(|(_, o)| *o == dump.objects) {
+            Some((labels, _)) => labels.push(label),
+            None => g.variants.push((vec![label], dump.objects)),
+        }
+    }
+    let mut out = String::from(
+        "# Maka schema generations, oldest first. Generated by tests/release_catalog.rs from\n\
+         # fixtures/releases/schemas (real files); do not edit by hand.\n\
+         # `= key<TAB>signature`: an object of the fresh workspace; a `variant` line starts an\n\
+         # object set found after a migration: `+` adds or replaces, `-` removes.\n",
+    );
+    for g in &gens {
+        out.push_str(&format!(
+            "\ngeneration\nreleases {}\n",
+            g.releases.join(" ")
+        ));
+        out.push_str(&format!("user_version {}\n", g.dump.user_version));
+        out.push_str(&format!(
+            "registry {}\n",
+            format_pairs(g.dump.registry.as_ref())
+        ));
+        out.push_str(&format!(
+            "capabilities {}\n",
+            format_pairs(capabilities(&g.dump).as_ref())
+        ));
+        for (k, s) in &g.dump.objects {
+            out.push_str(&format!("= {k}\t{s}\n"));
+        }
+        for (labels, objects) in &g.variants {
+            out.push_str(&format!("variant migrated: {}\n", labels.join(", ")));
+            for (k, s) in objects {
+                if g.dump.objects.get(k) != Some(s) {
+                    out.push_str(&format!("+ {k}\t{s}\n"));
+                }
+            }
+            for k in g.dump.objects.keys() {
+                if !objects.contains_key(k) {
+                    out.push_str(&format!("- {k}\n"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn catalog_is_the_real_dumps() {
+    let want = build();
+    if std::env::var_os("WSLEDGER_WRITE_CATALOG").is_some() {
+        std::fs::write(CATALOG, &want).unwrap();
+    }
+    let have = std::fs::read_to_string(CATALOG).unwrap();
+    assert!(
+        have == want,
+        "{CATALOG} differs from the dumps; regenerate with \
+         WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog"
+    );
+    assert_eq!(release::parse_catalog(&have).unwrap(), release::catalog());
+}
+
+fn facts(d: &Dump, caps: Option<BTreeMap<String, i64>>) -> SchemaFacts {
+    SchemaFacts {
+        user_version: d.user_version,
+        tables: Vec::new(),
+        objects: d
+            .objects
+            .iter()
+            .map(|(k, s)| SchemaObject {
+                key: k.clone(),
+                signature: s.clone(),
+            })
+            .collect(),
+        registry: d.registry.clone(),
+        capabilities: caps,
+    }
+}
+
+/// Every dump, fresh or migrated, is recognised exactly as the release that wrote it.
+#[test]
+fn every_dump_is_recognised_as_its_writer() {
+    let mut paths: Vec<_> = std::fs::read_dir(DUMPS)
+        .unwrap()
+        .chain(std::fs::read_dir(Path::new(DUMPS).join("migrated")).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    paths.sort();
+    let mut checked = 0;
+    for path in paths {
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        if stem.ends_with("sessions-sqlite") {
+            continue; // v0.1.1's separate sessions database, not runtime.sqlite
+        }
+        let Some(dump) = load(&path) else { continue };
+        let writer = match stem.split_once("-by-") {
+            Some((_, to)) => to,
+            None => &stem,
+        };
+        let writer = match writer {
+            w if w.starts_with("main") => "main",
+            "cef8c44d8" => "v0.1.5", // a 0.1.5 build with v0.1.5's storage code
+            w => w,
+        };
+        let r = recognize(&facts(&dump, capabilities(&dump)));
+        assert!(r.exact(), "{stem}: {:?}", r.differences.lines());
+        assert!(r.matches().contains(&writer), "{stem}: {:?}", r.matches());
+        checked += 1;
+    }
+    assert!(checked >= 30, "only {checked} dumps read");
+}
+
+/// The generations the releases README describes: v0.1.7 and v0.1.8 share one, and so
+/// do v0.1.0 and v0.1.1; every other release has its own.
+#[test]
+fn shared_generations_are_the_documented_ones() {
+    let shared: Vec<Vec<String>> = release::catalog()
+        .iter()
+        .filter(|g| g.releases.len() > 1)
+        .map(|g| g.releases.clone())
+        .collect();
+    assert_eq!(
+        shared,
+        vec![
+            vec!["v0.1.0".to_owned(), "v0.1.1".to_owned()],
+            vec!["v0.1.7".to_owned(), "v0.1.8".to_owned()],
+        ]
+    );
+}
+
+#[test]
+fn a_file_with_one_extra_index_is_closest_to_its_release() {
+    let dump = load(&Path::new(DUMPS).join("v0.1.11.json")).unwrap();
+    let mut f = facts(&dump, capabilities(&dump));
+    f.objects.push(schema_object(
+        "index",
+        "my_extra_index",
+        "runtime_events",
+        "CREATE INDEX my_extra_index ON runtime_events(run_id, event_seq)",
+    ));
+    let r = recognize(&f);
+    assert!(!r.exact());
+    assert_eq!(r.generation.releases, vec!["v0.1.11".to_owned()]);
+    assert_eq!(
+        r.differences.lines(),
+        vec!["`index:my_extra_index` is not in that release's schema".to_owned()]
+    );
+}

@@ -1,0 +1,248 @@
+//! Files of every Maka release: recognised, judged by that release's rules, healthy
+//! ones exit 0, and no advice can lose data.
+
+mod common;
+
+use std::path::Path;
+
+use common::{copy_fixture, wsledger};
+use serde_json::Value;
+
+fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}): {s}"))
+}
+
+fn scan(ws: &Path) -> (i32, Value) {
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        "--format",
+        "json",
+        "-w",
+        ws.to_str().unwrap(),
+    ]);
+    assert!(
+        out.stderr.is_empty() || !out.stderr.contains("error:"),
+        "{}",
+        out.stderr
+    );
+    (out.status, json(&out.stdout))
+}
+
+fn sql(db: &Path, statements: &str) {
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.execute_batch(statements).unwrap();
+}
+
+#[test]
+fn healthy_files_of_every_release_scan_with_exit_0() {
+    for (dir, tag, schema) in [
+        ("fixtures/releases/v0.1.5/healthy", "v0.1.5", 9),
+        ("fixtures/releases/v0.1.7/healthy", "v0.1.7", 11),
+        ("fixtures/releases/v0.1.11/healthy", "v0.1.11", 12),
+        ("fixtures/healthy", "main", 12),
+    ] {
+        let (status, doc) = scan(Path::new(dir));
+        assert_eq!(status, 0, "{dir}: {doc}");
+        let wr = &doc["workspace_release"];
+        assert_eq!(wr["exact"], true, "{dir}");
+        assert_eq!(wr["runtime_schema"], schema, "{dir}");
+        assert!(
+            wr["matches"].as_array().unwrap().iter().any(|m| m == tag),
+            "{dir}: {wr}"
+        );
+        assert_eq!(doc["summary"]["errors"], 0, "{dir}");
+        assert_eq!(doc["summary"]["warnings"], 0, "{dir}");
+        // v0.1.11 and main are the newest builds: nothing to say about their schema.
+        let older = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"] == "schema_older_release")
+            .count();
+        assert_eq!(
+            older,
+            usize::from(tag != "v0.1.11" && tag != "main"),
+            "{dir}"
+        );
+    }
+}
+
+#[test]
+fn v017_matches_every_release_of_its_generation() {
+    let (_, doc) = scan(Path::new("fixtures/releases/v0.1.7/healthy"));
+    assert_eq!(
+        doc["workspace_release"]["matches"],
+        serde_json::json!(["v0.1.7", "v0.1.8"])
+    );
+}
+
+/// A `pi-agent` session is fine for the release that wrote it (v0.1.5), and stops the
+/// newer builds' start-up once they have migrated it: the upgrade preview says so.
+#[test]
+fn pi_agent_headers_are_an_upgrade_preview_warning_not_an_error() {
+    let (_t, ws) = copy_fixture("releases/v0.1.5/healthy");
+    let db = ws.join("runtime.sqlite");
+    let session: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row(
+            "SELECT session_id FROM core_agent_runs ORDER BY session_id LIMIT 1",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    sql(
+        &db,
+        &format!(
+            "UPDATE session_metadata SET payload_json = json_set(payload_json, '$.backend', 'pi-agent') \
+             WHERE session_id = '{session}';
+             UPDATE core_agent_runs SET record_json = json_set(record_json, '$.backendKind', 'pi-agent') \
+             WHERE session_id = '{session}';"
+        ),
+    );
+    let (status, doc) = scan(&ws);
+    assert_eq!(status, 0, "{doc}");
+    let codes: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert!(!codes.contains(&"session_header_undecodable"), "{codes:?}");
+    assert!(!codes.contains(&"run_header_undecodable"), "{codes:?}");
+    assert!(codes.contains(&"upgrade_blocks_startup"), "{codes:?}");
+    let targets = doc["upgrade"]["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 2);
+    for t in targets {
+        assert_eq!(t["migration"], "migrates");
+        assert_eq!(t["startup_blocked"], true, "{t}");
+        let headers = t["undecodable_headers"].as_array().unwrap();
+        assert!(
+            headers.iter().any(|h| h["run_id"].is_null()),
+            "a session header: {t}"
+        );
+        assert!(
+            headers.iter().any(|h| !h["run_id"].is_null()),
+            "a run header: {t}"
+        );
+        assert!(headers.iter().all(|h| h["session_id"] == session.as_str()));
+    }
+}
+
+/// The same header written into a v0.1.11 file is an error: v0.1.11 cannot read it.
+#[test]
+fn pi_agent_in_a_v0111_file_is_an_error() {
+    let (_t, ws) = copy_fixture("releases/v0.1.11/healthy");
+    let db = ws.join("runtime.sqlite");
+    sql(
+        &db,
+        "UPDATE session_metadata SET payload_json = json_set(payload_json, '$.backend', 'pi-agent') \
+         WHERE rowid = (SELECT min(rowid) FROM session_metadata);",
+    );
+    let (status, doc) = scan(&ws);
+    assert_eq!(status, 1, "{doc}");
+    let f: Vec<&Value> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "session_header_undecodable")
+        .collect();
+    assert_eq!(f.len(), 1, "{doc}");
+    assert_eq!(f[0]["severity"], "error");
+    assert!(f[0]["message"].as_str().unwrap().contains("backend"));
+}
+
+/// A file with one object no release has is closest to its release and gets warnings.
+#[test]
+fn an_extra_index_is_a_warning_against_the_closest_release() {
+    let (_t, ws) = copy_fixture("releases/v0.1.7/healthy");
+    sql(
+        &ws.join("runtime.sqlite"),
+        "CREATE INDEX my_extra ON runtime_events(committed_at)",
+    );
+    let (status, doc) = scan(&ws);
+    assert_eq!(status, 0, "{doc}");
+    let wr = &doc["workspace_release"];
+    assert_eq!(wr["exact"], false);
+    assert_eq!(wr["matches"], serde_json::json!([]));
+    assert_eq!(wr["closest"], serde_json::json!(["v0.1.7", "v0.1.8"]));
+    assert_eq!(wr["differences"].as_array().unwrap().len(), 1, "{wr}");
+    let f = &doc["findings"].as_array().unwrap()[0];
+    assert_eq!(f["code"], "schema_object_unexpected");
+    assert_eq!(f["severity"], "warning");
+}
+
+/// v0.1.0 and v0.1.1 keep runtime events in an opt-in file with no run, session or
+/// registry tables: recognised, and checked with v0.1.2's ledger rules (exit 0 or 1).
+#[test]
+fn an_opt_in_v010_file_is_recognised_and_scanned() {
+    let dump: Value =
+        json(&std::fs::read_to_string("fixtures/releases/schemas/v0.1.0.json").unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let mut objects: Vec<&Value> = dump["objects"].as_array().unwrap().iter().collect();
+    // Tables before their indexes.
+    objects.sort_by_key(|o| o["type"] != "table");
+    for o in objects {
+        if let Some(sql) = o["sql"].as_str() {
+            c.execute_batch(sql).unwrap();
+        }
+    }
+    c.pragma_update(None, "user_version", 4).unwrap();
+    drop(c);
+    let (status, doc) = scan(dir.path());
+    assert_eq!(status, 0, "{doc}");
+    let wr = &doc["workspace_release"];
+    assert_eq!(
+        wr["matches"],
+        serde_json::json!(["v0.1.0", "v0.1.1"]),
+        "{wr}"
+    );
+    assert_eq!(wr["rules"], "v0.1.1");
+    let f = &doc["findings"].as_array().unwrap()[0];
+    assert_eq!(f["code"], "schema_older_release");
+    assert!(f["message"].as_str().unwrap().contains("opt-in"), "{f}");
+    assert_eq!(doc["maka_gate"]["tool_writes_refused"], false);
+}
+
+/// No hint and no explanation tells the user to create, drop or alter a schema object,
+/// or to go back to an older Maka; every mention of upgrading says it is one way.
+#[test]
+fn no_advice_advises_schema_surgery_or_a_downgrade() {
+    use wsledger::release::advice::advises_schema_surgery;
+    for info in wsledger::findings::CODES {
+        for text in [info.action, info.impact, info.cause] {
+            assert!(!advises_schema_surgery(text), "{}: {text}", info.code);
+        }
+        let out = wsledger(&["explain", info.code]);
+        assert!(!advises_schema_surgery(&out.stdout), "{}", out.stdout);
+        let prose = out.stdout.replace(info.code, "");
+        if prose.to_lowercase().contains("upgrad") {
+            assert!(out.stdout.contains("one way"), "{}", out.stdout);
+        }
+    }
+    // The hints of every finding on every real fixture, and of the repairs' refusals.
+    let mut dirs = common::real_fixtures();
+    for tag in ["v0.1.5", "v0.1.7", "v0.1.11"] {
+        for e in std::fs::read_dir(format!("fixtures/releases/{tag}")).unwrap() {
+            dirs.push(e.unwrap().path());
+        }
+    }
+    for dir in dirs {
+        let (_, doc) = scan(&dir);
+        for f in doc["findings"].as_array().unwrap() {
+            let hint = f["hint"].as_str().unwrap();
+            assert!(!advises_schema_surgery(hint), "{}: {hint}", dir.display());
+            if hint.to_lowercase().contains("upgrad") {
+                assert!(hint.contains("one way"), "{hint}");
+            }
+        }
+    }
+    assert!(advises_schema_surgery(
+        "Drop the extra index with the sqlite3 shell"
+    ));
+    assert!(advises_schema_surgery(
+        "open it with the matching Maka release"
+    ));
+}
