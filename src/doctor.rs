@@ -1065,6 +1065,9 @@ pub fn diagnose_workspace(
             recorded_calls.insert((s, call));
         }
     }
+    let facts = ws.schema_facts()?;
+    let schema_not_current =
+        (!crate::db::write::schema_problems(&facts).is_empty()).then_some(facts.user_version);
     let d = diagnose(&Input {
         workspace: shown,
         report,
@@ -1076,6 +1079,7 @@ pub fn diagnose_workspace(
         set_aside: &set_aside,
         events: &events,
         recorded_calls: &recorded_calls,
+        schema_not_current,
     });
     Ok((d, finalize))
 }

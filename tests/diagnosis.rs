@@ -167,16 +167,11 @@ fn every_stuck_run_of_the_bundled_real_workspaces_gets_its_generation_cause() {
     assert_eq!(seen, 11);
 }
 
-/// The release workspaces live beside the repository (`../shared/maka-releases`);
-/// a clone without them has nothing to check here.
+/// The release workspaces bundled under `fixtures/releases/<tag>/<scenario>`.
 #[test]
 fn every_stuck_run_of_the_release_workspaces_gets_its_generation_cause() {
-    let root = Path::new("../shared/maka-releases");
-    let Ok(tags) = std::fs::read_dir(root) else {
-        return;
-    };
     let mut seen = 0;
-    for tag in tags {
+    for tag in std::fs::read_dir("fixtures/releases").unwrap() {
         let tag = tag.unwrap().path();
         if !tag.is_dir() {
             continue;
@@ -189,7 +184,7 @@ fn every_stuck_run_of_the_release_workspaces_gets_its_generation_cause() {
             }
         }
     }
-    assert!(seen >= 11, "{seen} release workspaces");
+    assert_eq!(seen, 11, "release workspaces");
 }
 
 #[test]
@@ -440,4 +435,17 @@ fn the_quarantine_plan_names_each_session_by_title() {
     assert_eq!(s["session_id"], OLD_SESSION);
     assert_eq!(s["name"], "Old session (damaged in December)");
     assert!(s["last_activity_ms"].as_i64().is_some());
+}
+
+#[test]
+fn a_plan_on_a_file_of_another_generation_says_its_steps_are_refused_for_now() {
+    let doc = scan_doc(Path::new("fixtures/releases/v0.1.5/stuck-refused-orphan"));
+    let why = doc["diagnosis"]["plan"]["refused"].as_str().unwrap();
+    assert!(why.contains("user_version 9"), "{why}");
+    assert!(
+        why.contains("one way") && why.contains("0.1.5 and 0.1.6"),
+        "{why}"
+    );
+    let doc = scan_doc(Path::new("fixtures/stuck-running"));
+    assert!(doc["diagnosis"]["plan"]["refused"].is_null());
 }

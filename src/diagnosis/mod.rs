@@ -162,6 +162,9 @@ pub struct RemedyPlan {
     pub steps: Vec<Step>,
     /// The whole plan as one command (`None` when there is nothing to do).
     pub all_in_one: Option<String>,
+    /// Why the steps' `--apply` would be refused on this file as it is (`None`: they
+    /// would run).
+    pub refused: Option<String>,
 }
 
 /// `diagnosis.after`: the workspace once every step ran.
@@ -206,6 +209,9 @@ pub struct Input<'a> {
     pub events: &'a HashMap<String, NamedEventRow>,
     /// `(session, tool call id)` of [`wanted_tool_calls`] whose session records a call.
     pub recorded_calls: &'a BTreeSet<(String, String)>,
+    /// `user_version` of the file when its schema is not the one wsledger writes to
+    /// (`None`: it is).
+    pub schema_not_current: Option<i64>,
 }
 
 /// What a `traceWriteError` says.
@@ -561,7 +567,27 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         blast_radius,
         causes,
         damaged_sessions,
-        plan: RemedyPlan { steps, all_in_one },
+        plan: RemedyPlan {
+            refused: input
+                .schema_not_current
+                .filter(|_| !steps.is_empty())
+                .map(|v| {
+                    let reset = if v <= 10 {
+                        "; Maka 0.1.5 and 0.1.6 delete (reset) a workspace database whose \
+                         schema is newer than theirs, so do not open it with those afterwards"
+                    } else {
+                        ""
+                    };
+                    format!(
+                        "wsledger writes only to files of Maka's current schema, and this one \
+                         (user_version {v}) is another generation: every step's --apply is \
+                         refused until the current Maka release has opened the file once (it \
+                         migrates the file, one way){reset}"
+                    )
+                }),
+            steps,
+            all_in_one,
+        },
         before,
         after,
         session_names: input

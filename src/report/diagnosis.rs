@@ -133,6 +133,9 @@ pub fn render_diagnosis(out: &mut dyn Write, d: &Diagnosis) -> io::Result<()> {
         if let Some(all) = &d.plan.all_in_one {
             writeln!(out, "  all steps at once: {}", sanitize(all))?;
         }
+        if let Some(why) = &d.plan.refused {
+            writeln!(out, "  not yet: {}", sanitize(why))?;
+        }
     }
     writeln!(out, "now:   {}", state_line(&d.before))?;
     writeln!(out, "after: {}", state_line(&d.after))?;
