@@ -979,7 +979,11 @@ pub fn plan_finalize(
     input.claims = ws.claims()?;
     input.ledger = Some(ws.ledger_fingerprint()?);
     let root_binding = ws.root_binding()?;
-    let plan = plan(&report, &input, opts);
+    let mut plan = plan(&report, &input, opts);
+    match crate::db::write::write_basis(&ws.schema_facts()?) {
+        Ok(b) => plan.schema_basis = Some(b.to_json()),
+        Err(why) => plan.apply_refusal = Some(why.join("; ")),
+    }
     Ok(FinalizePlanning {
         report,
         plan,
@@ -999,6 +1003,8 @@ pub struct InfoReport {
     pub registry: Option<std::collections::BTreeMap<String, i64>>,
     pub capabilities: Option<std::collections::BTreeMap<String, i64>>,
     pub schema_current: bool,
+    /// Which Maka release wrote the file (as in `doctor scan`).
+    pub workspace_release: crate::scan::release::WorkspaceRelease,
     pub sessions: usize,
     pub runs: usize,
     pub events: u64,
@@ -1035,6 +1041,7 @@ pub fn workspace_info(
         registry: facts.registry.clone(),
         capabilities: facts.capabilities.clone(),
         schema_current: report.summary.schema_current,
+        workspace_release: report.workspace_release.clone(),
         sessions: report.summary.sessions,
         runs: report.summary.runs,
         events: report.summary.events,
