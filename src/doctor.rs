@@ -971,7 +971,9 @@ pub fn plan_finalize_on(
     if runs.is_empty() {
         // Nothing to plan: skip the whole-table reads (a healthy file's scan stays
         // one pass).
-        return Ok((plan(report, &input, opts), input));
+        let mut plan = plan(report, &input, opts);
+        set_basis(ws, &mut plan)?;
+        return Ok((plan, input));
     }
     let keys: Vec<(&str, &str)> = runs.iter().map(|(s, r)| (s.as_str(), r.as_str())).collect();
     // All runs at once: their tool operations are found in one pass.
@@ -999,8 +1001,19 @@ pub fn plan_finalize_on(
     }
     input.claims = ws.claims()?;
     input.ledger = Some(ws.ledger_fingerprint()?);
-    let plan = plan(report, &input, opts);
+    let mut plan = plan(report, &input, opts);
+    set_basis(ws, &mut plan)?;
     Ok((plan, input))
+}
+
+/// Which release's schema an apply writes in, or why it must refuse (both shown by
+/// dry runs).
+fn set_basis(ws: &Workspace, plan: &mut crate::finalize::Plan) -> Result<(), DbError> {
+    match crate::db::write::write_basis(&ws.schema_facts()?) {
+        Ok(b) => plan.schema_basis = Some(b.to_json()),
+        Err(why) => plan.apply_refusal = Some(why.join("; ")),
+    }
+    Ok(())
 }
 
 /// Archived sessions (Maka's recovery and finalize-runs leave them alone).
@@ -1065,9 +1078,7 @@ pub fn diagnose_workspace(
             recorded_calls.insert((s, call));
         }
     }
-    let facts = ws.schema_facts()?;
-    let schema_not_current =
-        (!crate::db::write::schema_problems(&facts).is_empty()).then_some(facts.user_version);
+    let apply_refusal = finalize.apply_refusal.clone();
     let d = diagnose(&Input {
         workspace: shown,
         report,
@@ -1079,7 +1090,7 @@ pub fn diagnose_workspace(
         set_aside: &set_aside,
         events: &events,
         recorded_calls: &recorded_calls,
-        schema_not_current,
+        apply_refusal,
     });
     Ok((d, finalize))
 }
@@ -1096,6 +1107,8 @@ pub struct InfoReport {
     pub registry: Option<std::collections::BTreeMap<String, i64>>,
     pub capabilities: Option<std::collections::BTreeMap<String, i64>>,
     pub schema_current: bool,
+    /// Which Maka release wrote the file (as in `doctor scan`).
+    pub workspace_release: crate::scan::release::WorkspaceRelease,
     pub sessions: usize,
     pub runs: usize,
     pub events: u64,
@@ -1132,6 +1145,7 @@ pub fn workspace_info(
         registry: facts.registry.clone(),
         capabilities: facts.capabilities.clone(),
         schema_current: report.summary.schema_current,
+        workspace_release: report.workspace_release.clone(),
         sessions: report.summary.sessions,
         runs: report.summary.runs,
         events: report.summary.events,

@@ -80,7 +80,15 @@ fn dry_run_plans_every_stuck_run_and_changes_no_byte() {
             .collect();
         assert_eq!(
             keys,
-            ["schema_version", "plan", "skipped", "applied", "backup"],
+            [
+                "schema_version",
+                "plan",
+                "skipped",
+                "applied",
+                "backup",
+                "schema_basis",
+                "apply_refusal"
+            ],
             "{name}"
         );
         assert_eq!(doc["applied"], Value::Bool(false));
@@ -284,7 +292,7 @@ fn project_header_ends_with_what_makas_recovery_ends_with() {
 }
 
 #[test]
-fn stuck_running_needs_no_transcript_or_session_write() {
+fn stuck_running_needs_no_transcript_write_and_unblocks_its_session() {
     // Its transcript already caches a failed turn and its session is `blocked`.
     let ws = Ws::copy("stuck-running");
     let messages = |ws: &Ws| -> i64 {
@@ -305,7 +313,19 @@ fn stuck_running_needs_no_transcript_or_session_write() {
     let o = ws.finalize(&["--apply", "--project-header", "--no-backup"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(messages(&ws), m);
-    assert_eq!(versions(&ws), v);
+    // The stuck run's session was left `blocked` by the latched store: recovery sets
+    // it `active` (one header update), as every release's own recovery does.
+    assert_eq!(versions(&ws), v + 1);
+    let blocked: i64 = ws
+        .conn()
+        .query_row(
+            "SELECT count(*) FROM session_metadata \
+             WHERE json_extract(payload_json, '$.status') = 'blocked'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(blocked, 0);
 }
 
 #[test]

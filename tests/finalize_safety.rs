@@ -222,20 +222,42 @@ fn an_unwritable_backup_path_stops_before_any_write() {
 }
 
 #[test]
-fn a_schema_other_than_makas_current_one_is_refused() {
+fn a_schema_that_differs_in_the_repair_tables_is_refused() {
     for sql in [
-        "CREATE INDEX doctor_idx ON runtime_events(event_kind);",
-        "PRAGMA user_version = 11;",
-        "DELETE FROM runtime_capabilities WHERE capability = 'runtime_recovery_authority';",
+        "ALTER TABLE core_agent_run_events ADD COLUMN doctor_note TEXT;",
+        "DROP TABLE runtime_session_event_ordinals;",
     ] {
         let ws = Ws::copy("stuck-running");
         ws.conn().execute_batch(sql).unwrap();
         let before = ws.hash();
         let o = ws.finalize(&["--apply"]);
         assert_eq!(o.status.code(), Some(2), "{sql}: {}", stderr(&o));
-        assert!(stderr(&o).contains("current schema"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot be repaired in its schema"),
+            "{}",
+            stderr(&o)
+        );
         assert_eq!(ws.hash(), before, "{sql}");
         assert!(no_backups(&ws));
+    }
+}
+
+/// A file that matches no known release but has every repair table exactly as the
+/// closest release is repaired on that basis, and says so.
+#[test]
+fn a_schema_that_differs_elsewhere_is_repaired_on_the_closest_basis() {
+    for sql in [
+        "CREATE INDEX doctor_idx ON runtime_events(event_kind);",
+        "PRAGMA user_version = 11;",
+    ] {
+        let ws = Ws::copy("stuck-running");
+        ws.conn().execute_batch(sql).unwrap();
+        let o = ws.finalize(&["--apply", "--no-backup", "--format", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{sql}: {}", stderr(&o));
+        let doc = stdout_json(&o);
+        assert_eq!(doc["applied"], true, "{sql}");
+        assert_eq!(doc["schema_basis"]["exact"], false, "{sql}");
+        assert_eq!(doc["schema_basis"]["releases"], serde_json::json!(["main"]));
     }
 }
 

@@ -347,3 +347,60 @@ fn a_killed_apply_leaves_the_old_the_quarantined_or_the_finished_database() {
         );
     }
 }
+
+#[test]
+fn repair_leaves_every_broken_release_workspace_clear() {
+    let mut seen = 0;
+    for tag in ["v0.1.5", "v0.1.7", "v0.1.11"] {
+        for sc in std::fs::read_dir(Path::new("fixtures/releases").join(tag)).unwrap() {
+            let name = format!(
+                "releases/{tag}/{}",
+                sc.unwrap().file_name().to_string_lossy()
+            );
+            if name.ends_with("/healthy")
+                || !Path::new("fixtures")
+                    .join(&name)
+                    .join("runtime.sqlite")
+                    .exists()
+            {
+                continue;
+            }
+            seen += 1;
+            let ws = Ws::copy(&name);
+            let doc = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
+            assert_eq!(doc["applied"], true, "{name}");
+            assert_eq!(
+                doc["after"]["tool_writes_refused"], false,
+                "{name}: {doc:#}"
+            );
+            assert_eq!(doc["after"]["startup_blocked"], false, "{name}");
+            assert_eq!(doc["after"]["stuck_runs"], 0, "{name}");
+            let h = ws.hash();
+            let again = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
+            assert_eq!(again["applied"], false, "{name}");
+            assert_eq!(ws.hash(), h, "{name}");
+        }
+    }
+    assert_eq!(seen, 8);
+}
+
+#[test]
+fn a_file_no_repair_may_write_is_refused_before_anything_is_created() {
+    let ws = Ws::copy("corrupt-ledger");
+    let c = rusqlite::Connection::open(ws.db()).unwrap();
+    c.execute_batch("ALTER TABLE runtime_events ADD COLUMN extra TEXT")
+        .unwrap();
+    drop(c);
+    let before = ws.hash();
+    let o = ws.run(&["doctor", "repair", "--apply"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    assert!(
+        stderr(&o).contains("cannot be repaired in its schema"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(ws.hash(), before);
+    assert!(!ws.bundles().exists());
+    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+}

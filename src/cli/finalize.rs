@@ -159,6 +159,14 @@ pub fn run(
     };
     let planning = plan_finalize(&db, &opts)?;
     let mut plan = planning.plan;
+    if !plan.plan.is_empty() {
+        let facts = crate::db::Workspace::open_read_only(&db)?.schema_facts()?;
+        if let Some(n) =
+            crate::release::advice::owner_lock_note(crate::release::recognize(&facts).generation)
+        {
+            printer.note(&n);
+        }
+    }
     let before = planning.report;
     let mut footer = Vec::new();
     let deferred = plan
@@ -195,7 +203,14 @@ pub fn run(
     }
     if !args.apply || plan.plan.is_empty() {
         if !args.apply && !plan.plan.is_empty() {
-            printer.note("dry run: nothing was written; run again with --apply to write this plan");
+            match &plan.apply_refusal {
+                Some(why) => printer.note(&format!(
+                    "dry run: nothing was written; --apply would refuse this file: {why}"
+                )),
+                None => printer.note(
+                    "dry run: nothing was written; run again with --apply to write this plan",
+                ),
+            }
         }
         if deferred && format != Format::Table {
             printer.note(&footer[0]);
@@ -204,7 +219,16 @@ pub fn run(
         return Ok(ExitStatus::Success);
     }
 
-    // --apply with a plan.
+    // --apply with a plan. A file no repair may write is refused before anything
+    // (lock, backup) happens.
+    if let Some(why) = &plan.apply_refusal {
+        return Err(CliError::new(
+            format!("`{shown}` cannot be repaired in its schema: {why}"),
+            "wsledger writes only in the schema of a known Maka release and never changes a \
+             schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to see \
+             what differs",
+        ));
+    }
     check_writable(&db)?;
     // The lock first: while Maka holds it the file is not even opened for writing.
     let _lock = take_owner_lock(&db, planning.root_binding.as_deref(), printer)?;

@@ -82,14 +82,7 @@ pub fn run(
                 ),
                 ("user_version", info.user_version.to_string()),
                 ("registry", registry),
-                (
-                    "schema",
-                    if info.schema_current {
-                        "current".into()
-                    } else {
-                        "differs from Maka's".into()
-                    },
-                ),
+                ("release", info.workspace_release.describe()),
                 ("sessions", info.sessions.to_string()),
                 ("runs", info.runs.to_string()),
                 ("events", info.events.to_string()),

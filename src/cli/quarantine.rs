@@ -337,6 +337,7 @@ pub fn run_quarantine(
         scan_workspace_without(&ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
     };
     let facts = ws.schema_facts()?;
+    let basis = crate::db::write::write_basis(&facts);
     let schema = SchemaInfo {
         user_version: facts.user_version,
         registry: facts.registry.clone(),
@@ -372,6 +373,8 @@ pub fn run_quarantine(
         "sessions": sessions_json(),
         "before": state(&report, &archived),
         "after": state(&predicted, &archived),
+        "schema_basis": basis.as_ref().ok().map(|b| b.to_json()),
+        "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
         "notes": [],
     });
     let blocked: Vec<String> = deletions
@@ -381,7 +384,14 @@ pub fn run_quarantine(
         .collect();
     if !args.apply || targets.is_empty() {
         if !args.apply && !targets.is_empty() {
-            printer.note("dry run: nothing was written; run again with --apply to quarantine");
+            match &basis {
+                Err(why) => printer.note(&format!(
+                    "dry run: nothing was written; --apply would refuse this file: {}",
+                    why.join("; ")
+                )),
+                Ok(_) => printer
+                    .note("dry run: nothing was written; run again with --apply to quarantine"),
+            }
         }
         write_out(printer, &doc, format)?;
         return Ok(ExitStatus::Success);
@@ -401,7 +411,18 @@ pub fn run_quarantine(
         ));
     }
 
-    // --apply.
+    // --apply. A file no repair may write is refused before anything is created.
+    if let Err(why) = &basis {
+        return Err(CliError::new(
+            format!(
+                "`{shown}` cannot be repaired in its schema: {}",
+                why.join("; ")
+            ),
+            "wsledger writes only in the schema of a known Maka release and never changes a \
+             schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to see \
+             what differs",
+        ));
+    }
     check_writable(&db)?;
     std::fs::create_dir_all(&out_dir).map_err(|e| io_err("create", &out_dir, &e))?;
     // Fail on an unwritable bundle directory before anything else happens.
@@ -414,7 +435,16 @@ pub fn run_quarantine(
     if !args.no_backup {
         doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
     }
-    let moved = write_quarantine(&writer, &targets, &out_dir, &schema, &shown, now)?;
+    let release = basis.as_ref().ok().map(|b| b.to_json());
+    let moved = write_quarantine(
+        &writer,
+        &targets,
+        &out_dir,
+        &schema,
+        &shown,
+        now,
+        release.as_ref(),
+    )?;
     drop(writer);
     let ws = Workspace::open_read_only(&db)?;
     let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
@@ -442,6 +472,7 @@ pub(crate) fn write_quarantine(
     schema: &SchemaInfo,
     shown: &str,
     now: i64,
+    release: Option<&Value>,
 ) -> Result<usize, CliError> {
     let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     let generation = writer.catalog_generation().map_err(werr)?;
@@ -472,6 +503,11 @@ pub(crate) fn write_quarantine(
         meta.insert("database".into(), json!(shown));
         meta.insert("sessions".into(), Value::Array(all.clone()));
         meta.insert("reasons".into(), json!(reasons));
+        if let Some(r) = release {
+            // The release whose schema the rows were taken from; restore refuses a
+            // workspace of another generation.
+            meta.insert("release".into(), r.clone());
+        }
         meta.insert("rowids".into(), json!(d.rowids));
         meta.insert("tombstone_added".into(), json!(d.tombstone.is_none()));
         meta.insert(
@@ -630,10 +666,24 @@ pub fn run_restore(
             )
         };
         if p.bundle.schema != current {
+            let name = |s: &SchemaInfo| {
+                crate::release::generation_by_versions(
+                    s.user_version,
+                    s.registry.as_ref(),
+                    s.capabilities.as_ref(),
+                )
+                .map_or_else(
+                    || "an unknown release".to_owned(),
+                    |g| format!("Maka {}", g.display()),
+                )
+            };
             return Err(refuse(format!(
-                "the bundle's schema (user_version {}) differs from the workspace's \
-                 (user_version {})",
-                p.bundle.schema.user_version, current.user_version
+                "the bundle was taken from a file of {} (runtime schema {}), this workspace is \
+                 {} (runtime schema {}): a bundle goes back only into the generation it came from",
+                name(&p.bundle.schema),
+                p.bundle.schema.user_version,
+                name(&current),
+                current.user_version
             )));
         }
         for (table, rows) in &p.bundle.tables {

@@ -118,6 +118,7 @@ pub fn run(
         registry: facts.registry.clone(),
         capabilities: facts.capabilities.clone(),
     };
+    let basis = crate::db::write::write_basis(&facts);
     let binding = ws.root_binding()?;
     drop(ws);
 
@@ -135,8 +136,12 @@ pub fn run(
     let nothing = diagnosis.plan.steps.is_empty();
     if !args.apply || nothing {
         if !args.apply && !nothing {
-            printer
-                .note("dry run: nothing was written; run again with --apply to carry the plan out");
+            match &diagnosis.plan.refused {
+                Some(why) => printer.note(&format!("dry run: nothing was written; {why}")),
+                None => printer.note(
+                    "dry run: nothing was written; run again with --apply to carry the plan out",
+                ),
+            }
         }
         return finish(printer, &doc, &diagnosis, format, None);
     }
@@ -150,7 +155,21 @@ pub fn run(
         ));
     }
 
-    // --apply: one lock, one backup, then each step in its own transaction.
+    // --apply: one lock, one backup, then each step in its own transaction. A file no
+    // repair may write is refused before anything is created.
+    if let Err(why) = &basis {
+        return Err(CliError::new(
+            format!(
+                "`{}` cannot be repaired in its schema: {}",
+                db.display(),
+                why.join("; ")
+            ),
+            "wsledger writes only in the schema of a known Maka release and never changes a \
+             schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to see \
+             what differs",
+        ));
+    }
+    let release = basis.as_ref().ok().map(|b| b.to_json());
     check_writable(&db)?;
     let out_dir = args.out.clone().unwrap_or_else(|| {
         db.parent()
@@ -184,7 +203,15 @@ pub fn run(
     if !targets.is_empty() {
         // The bundle names the database file, as `doctor quarantine`'s does.
         let file = db.display().to_string();
-        let moved = write_quarantine(&writer, &targets, &out_dir, &schema, &file, now)?;
+        let moved = write_quarantine(
+            &writer,
+            &targets,
+            &out_dir,
+            &schema,
+            &file,
+            now,
+            release.as_ref(),
+        )?;
         let bundles: Vec<String> = targets
             .keys()
             .map(|s| {

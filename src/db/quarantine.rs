@@ -436,17 +436,31 @@ pub fn set_catalog_generation(c: &Connection, generation: i64) -> rusqlite::Resu
 /// order, then the session store's removal with its tombstone (`deleted_at` =
 /// `now_ms`, `retirement_unit_id` = the session, `cleanup_pending` = 1).
 pub fn delete_session(c: &Connection, session: &str, now_ms: i64) -> rusqlite::Result<()> {
+    let tables = table_names(c)?;
+    // An older release's purge has only the statements whose tables it has.
     for (table, clause) in PURGE {
+        if tables.contains(*table) {
+            c.execute(
+                &format!("DELETE FROM {table} WHERE {clause}"),
+                params![session],
+            )?;
+        }
+    }
+    let shape = table_shape(c, "session_metadata_tombstones")?;
+    if shape.columns.iter().any(|c| c == "cleanup_pending") {
         c.execute(
-            &format!("DELETE FROM {table} WHERE {clause}"),
-            params![session],
+            "INSERT INTO session_metadata_tombstones(session_id, deleted_at, retirement_unit_id, \
+             cleanup_pending) VALUES (?1, ?2, ?1, 1) ON CONFLICT(session_id) DO NOTHING",
+            params![session, now_ms],
+        )?;
+    } else {
+        // v0.1.2's tombstone is (session_id, deleted_at).
+        c.execute(
+            "INSERT INTO session_metadata_tombstones(session_id, deleted_at) VALUES (?1, ?2) \
+             ON CONFLICT(session_id) DO NOTHING",
+            params![session, now_ms],
         )?;
     }
-    c.execute(
-        "INSERT INTO session_metadata_tombstones(session_id, deleted_at, retirement_unit_id, \
-         cleanup_pending) VALUES (?1, ?2, ?1, 1) ON CONFLICT(session_id) DO NOTHING",
-        params![session, now_ms],
-    )?;
     Ok(())
 }
 
@@ -571,7 +585,7 @@ pub struct RestoreOutcome {
     pub rowids_moved: usize,
 }
 
-use super::write::{classify, schema_problems, WriteError, Writer};
+use super::write::{classify, WriteError, Writer};
 use rusqlite::{Transaction, TransactionBehavior};
 
 impl Writer {
@@ -580,14 +594,8 @@ impl Writer {
         self.check_schema()?;
         let tx = Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)
             .map_err(|e| classify(&path, e))?;
-        let inner = self.workspace().schema_facts()?;
-        let problems = schema_problems(&inner);
-        if !problems.is_empty() {
-            return Err(WriteError::SchemaNotCurrent {
-                path,
-                detail: problems.join("; "),
-            });
-        }
+        // Inside the write lock, again.
+        self.check_schema()?;
         Ok(tx)
     }
 

@@ -14,11 +14,10 @@ use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
 use super::facts::{
-    read_claims, read_invocation_users, read_ledger_fingerprint, read_runs_rows, read_session_rows,
-    ClaimRow, InvocationUsers, LedgerFingerprint, RunRows, SessionRows, MESSAGE_CHUNK_BYTES,
-    MESSAGE_CHUNK_MARKER,
+    has_table, read_claims, read_invocation_users, read_ledger_fingerprint, read_runs_rows,
+    read_session_rows, ClaimRow, InvocationUsers, LedgerFingerprint, RunRows, SessionRows,
+    MESSAGE_CHUNK_BYTES, MESSAGE_CHUNK_MARKER,
 };
-use super::schema::{diff_schema, CAPABILITIES, REGISTRY, RUNTIME_USER_VERSION};
 use super::{DbError, SchemaFacts, Workspace, BUSY_TIMEOUT};
 
 /// A new `runtime_events` row and its session ordinal.
@@ -129,7 +128,7 @@ impl WriteSet {
 pub enum WriteError {
     #[error(transparent)]
     Db(#[from] DbError),
-    #[error("`{path}` does not have Maka's current schema: {detail}")]
+    #[error("`{path}` cannot be repaired in its schema: {detail}")]
     SchemaNotCurrent { path: PathBuf, detail: String },
     #[error("`{path}`: {what} changed since the plan was made; nothing was written")]
     Changed { path: PathBuf, what: String },
@@ -144,8 +143,9 @@ impl WriteError {
         match self {
             WriteError::Db(e) => e.hint(),
             WriteError::SchemaNotCurrent { .. } => {
-                "let the current Maka release open the workspace once (it migrates), then run \
-                 finalize-runs again; wsledger never migrates"
+                "wsledger writes only in the schema of a known Maka release and never changes a \
+                 schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to \
+                 see what differs"
                     .into()
             }
             WriteError::Changed { .. } => {
@@ -161,46 +161,118 @@ impl WriteError {
     }
 }
 
-/// What differs from Maka's current schema (empty when current).
-pub fn schema_problems(facts: &SchemaFacts) -> Vec<String> {
-    let mut out = Vec::new();
-    let diff = diff_schema(&facts.objects);
-    out.extend(diff.missing.iter().map(|k| format!("`{k}` is missing")));
-    out.extend(diff.changed.iter().map(|k| format!("`{k}` differs")));
-    out.extend(
-        diff.unexpected
-            .iter()
-            .map(|k| format!("`{k}` is unexpected")),
-    );
-    if facts.user_version != RUNTIME_USER_VERSION {
-        out.push(format!(
-            "user_version is {}, not {RUNTIME_USER_VERSION}",
-            facts.user_version
-        ));
+/// The tables a repair reads or writes (finalize-runs, quarantine, restore, and what
+/// their foreign keys cascade to in every release).
+pub const REPAIR_TABLES: &[&str] = &[
+    "runtime_events",
+    "runtime_session_event_ordinals",
+    "runtime_partial_snapshots",
+    "runtime_partial_segments",
+    "tool_operations",
+    "tool_journal_events",
+    "core_agent_runs",
+    "core_agent_run_events",
+    "core_agent_run_projections",
+    "core_root_turn_admissions",
+    "core_root_turn_start_rejections",
+    "workflow_goal_authority",
+    "session_metadata",
+    "session_messages",
+    "session_message_payloads",
+    "session_message_chunks",
+    "session_catalog_state",
+    "session_catalog_projection",
+    "session_catalog_label_projection",
+    "session_metadata_labels",
+    "session_metadata_tombstones",
+    "runtime_continuation_claims",
+];
+
+/// The release schema a repair writes in: the file's own release, or, for a file that
+/// matches no known release, the closest one whose repair tables the file has exactly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteBasis {
+    /// The releases of the generation relied on.
+    pub releases: Vec<String>,
+    /// The file is exactly that generation.
+    pub exact: bool,
+    /// How the file differs from it (none in the repair tables).
+    pub differences: Vec<String>,
+}
+
+impl WriteBasis {
+    /// `schema_basis` in the repairs' JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "releases": self.releases,
+            "exact": self.exact,
+            "differences": self.differences,
+        })
     }
-    match &facts.registry {
-        None => out.push("operational_schema_migrations is missing".into()),
-        Some(reg) => {
-            let want: std::collections::BTreeMap<String, i64> = REGISTRY
-                .iter()
-                .map(|(s, v)| ((*s).to_owned(), *v))
-                .collect();
-            if *reg != want {
-                out.push("the scope registry is not at the current versions".into());
-            }
+}
+
+/// The schema basis of a repair on this file, or why a repair must refuse it.
+pub fn write_basis(facts: &SchemaFacts) -> Result<WriteBasis, Vec<String>> {
+    let r = crate::release::recognize(facts);
+    let g = r.generation;
+    let releases = g.releases.clone();
+    if !g.rules().ledger_gate {
+        return Err(vec![format!(
+            "it was written by Maka {} in its opt-in mode, which keeps run headers and \
+             sessions in files beside it: there is nothing wsledger can repair in it",
+            g.display()
+        )]);
+    }
+    if crate::scan::release::keeps_session_files(g) {
+        return Err(vec![format!(
+            "Maka {} keeps session transcripts as files in `sessions/`, which wsledger's \
+             repairs do not write yet",
+            g.display()
+        )]);
+    }
+    if r.exact() {
+        return Ok(WriteBasis {
+            releases,
+            exact: true,
+            differences: Vec::new(),
+        });
+    }
+    let variant = g
+        .variants
+        .iter()
+        .find(|v| v.label == r.variant)
+        .unwrap_or(&g.variants[0]);
+    let actual: std::collections::BTreeMap<&str, &str> = facts
+        .objects
+        .iter()
+        .map(|o| (o.key.as_str(), o.signature.as_str()))
+        .collect();
+    let mut problems = Vec::new();
+    for t in REPAIR_TABLES {
+        let key = format!("table:{t}");
+        match (variant.objects.get(&key), actual.get(key.as_str())) {
+            (Some(want), Some(have)) if want == have => {}
+            (Some(_), Some(_)) => problems.push(format!("table `{t}` differs")),
+            (Some(_), None) => problems.push(format!("table `{t}` is missing")),
+            (None, Some(_)) => problems.push(format!("table `{t}` is not Maka {}'s", g.display())),
+            (None, None) => {}
         }
     }
-    match &facts.capabilities {
-        None => out.push("runtime_capabilities is missing".into()),
-        Some(caps) => {
-            let want: std::collections::BTreeMap<String, i64> =
-                CAPABILITIES.iter().map(|c| ((*c).to_owned(), 1)).collect();
-            if *caps != want {
-                out.push("the runtime capability rows are not the current ones".into());
-            }
-        }
+    if problems.is_empty() {
+        Ok(WriteBasis {
+            releases,
+            exact: false,
+            differences: r.differences.lines(),
+        })
+    } else {
+        let mut out = vec![format!(
+            "it matches no known Maka release, and differs from the closest, {}, in the \
+             tables a repair writes",
+            g.display()
+        )];
+        out.extend(problems);
+        Err(out)
     }
-    out
 }
 
 /// Test hooks of an apply.
@@ -254,24 +326,15 @@ impl Writer {
         self.ws.path()
     }
 
-    /// The workspace behind the writer (schema facts).
-    pub(crate) fn workspace(&self) -> &Workspace {
-        &self.ws
-    }
-
     /// Copies the database with SQLite's online backup API (see [`super::backup`]).
     pub fn backup_to(&self, dest: &Path) -> Result<(), DbError> {
         super::backup::backup_connection(self.conn(), self.ws.path(), dest)
     }
 
-    /// Refuses a schema other than Maka's current one.
-    pub fn check_schema(&self) -> Result<(), WriteError> {
+    /// The schema basis of a repair, or the refusal of a file no repair may write.
+    pub fn check_schema(&self) -> Result<WriteBasis, WriteError> {
         let facts = self.ws.schema_facts()?;
-        let problems = schema_problems(&facts);
-        if problems.is_empty() {
-            return Ok(());
-        }
-        Err(WriteError::SchemaNotCurrent {
+        write_basis(&facts).map_err(|problems| WriteError::SchemaNotCurrent {
             path: self.ws.path().to_path_buf(),
             detail: problems.join("; "),
         })
@@ -291,14 +354,7 @@ impl Writer {
         let tx = Transaction::new_unchecked(&self.ws.conn, TransactionBehavior::Immediate)
             .map_err(werr)?;
         // Inside the write lock: the schema and every planned row, again.
-        let inner = self.ws.schema_facts()?;
-        let problems = schema_problems(&inner);
-        if !problems.is_empty() {
-            return Err(WriteError::SchemaNotCurrent {
-                path,
-                detail: problems.join("; "),
-            });
-        }
+        self.check_schema()?;
         revalidate(&tx, set).map_err(|e| match e {
             Revalidation::Sql(e) => werr(e),
             Revalidation::Changed(what) => WriteError::Changed {
@@ -410,11 +466,14 @@ fn insert_event(c: &Connection, e: &NewEvent) -> rusqlite::Result<()> {
             e.committed_at
         ],
     )?;
-    c.execute(
-        "INSERT INTO runtime_session_event_ordinals(session_id, ordinal, event_id) \
-         VALUES (?1, ?2, ?3)",
-        params![e.session_id, e.ordinal, e.event_id],
-    )?;
+    // Releases before v0.1.7 have no ordinal table and write no ordinal.
+    if has_table(c, "runtime_session_event_ordinals")? {
+        c.execute(
+            "INSERT INTO runtime_session_event_ordinals(session_id, ordinal, event_id) \
+             VALUES (?1, ?2, ?3)",
+            params![e.session_id, e.ordinal, e.event_id],
+        )?;
+    }
     Ok(())
 }
 
@@ -506,13 +565,35 @@ fn write_run(c: &Connection, run: &RunWrite) -> Result<(), Revalidation> {
             ],
         )?;
         expect_one(n, &format!("session `{}`", run.session_id))?;
+        // Until v0.1.10 the row also projects the header's status into columns; Maka's
+        // store rewrites them with the header.
+        if has_column(c, "session_metadata", "status")? {
+            let header: serde_json::Value =
+                serde_json::from_str(&s.payload_json).unwrap_or_default();
+            c.execute(
+                "UPDATE session_metadata SET status = ?1, status_updated_at = ?2 \
+                 WHERE session_id = ?3",
+                params![
+                    header["status"].as_str().unwrap_or("active"),
+                    header["statusUpdatedAt"].as_i64(),
+                    run.session_id
+                ],
+            )?;
+        }
     }
     Ok(())
 }
 
+/// Whether `table` has a column `column`.
+fn has_column(c: &Connection, table: &str, column: &str) -> rusqlite::Result<bool> {
+    let mut stmt = c.prepare_cached("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?;
+    stmt.exists(params![table, column])
+}
+
 fn insert_message(c: &Connection, session: &str, m: &MessageWrite) -> rusqlite::Result<()> {
     let bytes = m.record_json.as_bytes();
-    let chunked = bytes.len() > MESSAGE_CHUNK_BYTES;
+    // Releases before v0.1.11 never chunk a message (they have no chunk tables).
+    let chunked = bytes.len() > MESSAGE_CHUNK_BYTES && has_table(c, "session_message_payloads")?;
     c.execute(
         "INSERT INTO session_messages(session_id, sequence, message_id, message_type, \
          message_ts, record_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",

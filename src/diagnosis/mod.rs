@@ -209,9 +209,9 @@ pub struct Input<'a> {
     pub events: &'a HashMap<String, NamedEventRow>,
     /// `(session, tool call id)` of [`wanted_tool_calls`] whose session records a call.
     pub recorded_calls: &'a BTreeSet<(String, String)>,
-    /// `user_version` of the file when its schema is not the one wsledger writes to
-    /// (`None`: it is).
-    pub schema_not_current: Option<i64>,
+    /// Why a repair must refuse to write this file (`db::write::write_basis`), if it
+    /// must.
+    pub apply_refusal: Option<String>,
 }
 
 /// What a `traceWriteError` says.
@@ -569,22 +569,10 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         damaged_sessions,
         plan: RemedyPlan {
             refused: input
-                .schema_not_current
+                .apply_refusal
+                .as_ref()
                 .filter(|_| !steps.is_empty())
-                .map(|v| {
-                    let reset = if v <= 10 {
-                        "; Maka 0.1.5 and 0.1.6 delete (reset) a workspace database whose \
-                         schema is newer than theirs, so do not open it with those afterwards"
-                    } else {
-                        ""
-                    };
-                    format!(
-                        "wsledger writes only to files of Maka's current schema, and this one \
-                         (user_version {v}) is another generation: every step's --apply is \
-                         refused until the current Maka release has opened the file once (it \
-                         migrates the file, one way){reset}"
-                    )
-                }),
+                .map(|why| format!("every step's --apply refuses this file: {why}")),
             steps,
             all_in_one,
         },

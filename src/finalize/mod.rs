@@ -148,6 +148,11 @@ pub struct Plan {
     pub skipped: Vec<Skipped>,
     pub applied: bool,
     pub backup: Option<String>,
+    /// The Maka release whose schema the apply writes in (`releases`, `exact`,
+    /// `differences`); `null` when an apply would refuse.
+    pub schema_basis: Option<serde_json::Value>,
+    /// Why `--apply` would refuse this file (`null` when it would not).
+    pub apply_refusal: Option<String>,
     /// Exactly what an apply writes.
     #[serde(skip)]
     pub writes: WriteSet,
@@ -302,6 +307,8 @@ pub fn plan(report: &ScanReport, input: &PlanInput, opts: &PlanOptions) -> Plan 
         skipped: Vec::new(),
         applied: false,
         backup: None,
+        schema_basis: None,
+        apply_refusal: None,
         writes: WriteSet {
             claims: input.claims.clone(),
             ..WriteSet::default()
@@ -989,7 +996,11 @@ fn project_rest(
     if !cursor.status_written {
         if let Some(payload) = &cursor.payload {
             let status = payload.get("status").and_then(Value::as_str);
-            if matches!(status, Some("running" | "waiting_for_user")) {
+            // Maka's recovery sets a session with a recovered run `active`
+            // (`session-manager.ts`, the same in every release; measured on v0.1.5,
+            // v0.1.7 and v0.1.11 files, where a latched store had left it `blocked`). A
+            // session that already is active keeps its row (issue notes, 25).
+            if status.is_some_and(|s| s != "active") {
                 let next = records::active_session(payload, p.ts);
                 write.session = Some(SessionWrite {
                     expected_version: cursor.version,

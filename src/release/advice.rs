@@ -62,3 +62,22 @@ pub fn advises_schema_surgery(text: &str) -> bool {
     let lower = text.to_lowercase();
     SCHEMA_SURGERY.iter().any(|w| lower.contains(w))
 }
+
+/// What the owner lock proves for a file of generation `g`. Every release's runtime host
+/// takes the same lock (`<home>/.cache/maka/runtime-hosts/<rootId>/owner.lock`, an OFD
+/// lock), but until v0.1.8 the desktop app in its default embedded mode, and until
+/// v0.1.6 the CLI, open the workspace without it.
+pub fn owner_lock_note(g: &Generation) -> Option<String> {
+    let rank = g.rank();
+    let desktop_embedded = rank <= super::release_rank("v0.1.8").unwrap_or(0);
+    if !desktop_embedded {
+        return None;
+    }
+    let cli = rank <= super::release_rank("v0.1.6").unwrap_or(0);
+    Some(format!(
+        "Maka {}'s desktop app{} open the workspace without taking the owner lock: quit \
+         Maka before --apply (wsledger also refuses while any process has the file open)",
+        g.display(),
+        if cli { " and CLI" } else { " (embedded mode)" }
+    ))
+}

@@ -136,6 +136,20 @@ pub fn generation_of(tag: &str) -> Option<&'static Generation> {
         .find(|g| g.releases.iter().any(|r| r == tag))
 }
 
+/// The generation with exactly these versions (`user_version`, registry, capabilities),
+/// e.g. of a bundle, which records no schema objects.
+pub fn generation_by_versions(
+    user_version: i64,
+    registry: Option<&BTreeMap<String, i64>>,
+    capabilities: Option<&BTreeMap<String, i64>>,
+) -> Option<&'static Generation> {
+    catalog().iter().find(|g| {
+        g.user_version == user_version
+            && g.registry.as_ref() == registry
+            && g.capabilities.as_ref() == capabilities
+    })
+}
+
 /// Parses the catalog's text form (see `catalog.txt`'s header).
 pub fn parse_catalog(text: &str) -> Result<Vec<Generation>, String> {
     let mut out: Vec<Generation> = Vec::new();
