@@ -33,7 +33,9 @@ impl From<SeverityArg> for Severity {
 }
 
 /// Rescan the whole tool ledger with Maka's rules, check every run's terminal state,
-/// and report every finding, scoped to session and run.
+/// and report every finding, scoped to session and run; then the diagnosis: why each
+/// stuck run is stuck, which sessions are damaged and what setting them aside costs,
+/// and the ordered plan that `doctor repair` carries out.
 ///
 /// Read-only: the database and its `-wal` are never changed. The `maka_gate` part of
 /// the report covers the whole file whatever the filters.
