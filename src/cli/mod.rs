@@ -160,7 +160,8 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum DoctorCommand {
-    /// Scan the whole ledger with Maka's rules and report every finding
+    /// Scan the whole ledger with Maka's rules, report every finding, and end with the
+    /// diagnosis: why runs are stuck, what is damaged, and the ordered plan
     Scan(scan::ScanArgs),
     /// Finish runs stuck `running` by writing the terminal event Maka would write
     FinalizeRuns(finalize::FinalizeArgs),
