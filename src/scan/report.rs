@@ -53,6 +53,9 @@ pub struct Summary {
     pub runs_awaiting_adoption: usize,
     pub unsettled_operations: usize,
     pub schema_current: bool,
+    /// The file was read in place through its `-wal`, at one snapshot: commits made
+    /// meanwhile (Maka running) are not in the report.
+    pub live_snapshot: bool,
 }
 
 /// One occurrence of a re-used identity.
