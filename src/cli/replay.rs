@@ -145,6 +145,23 @@ fn replay_bundle(bundle: &Bundle, run: Option<&str>) -> Result<Replay, CliError>
         )
     })?;
     let mut r = replay(&rows);
+    let s = &bundle.schema;
+    let writer = crate::release::generation_by_versions(
+        s.user_version,
+        s.registry.as_ref(),
+        s.capabilities.as_ref(),
+    );
+    if writer.is_some_and(crate::scan::release::keeps_session_files) {
+        r.add_session_note(
+            "transcript_in_files",
+            format!(
+                "Maka {} keeps this session's transcript in `sessions/{}/session.jsonl` beside \
+                 the database; replay compares the log with the run headers only",
+                writer.map(|g| g.display()).unwrap_or_default(),
+                r.session_id
+            ),
+        );
+    }
     if let Some(run) = run {
         if !r.keep_run(run) {
             let ids: Vec<String> = r.runs.iter().map(|x| x.run_id.clone()).collect();
