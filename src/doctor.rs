@@ -582,11 +582,14 @@ pub fn scan_workspace_without(
         if has_sessions {
             bad.extend(session_header_findings(ws, &gone, &rules)?);
         }
+        // Tests change the file here, under a read that is half done.
+        crate::db::pause_point("scan:walked");
         let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;
         if !bad.is_empty() {
             report.findings.extend(bad);
             report.recount();
         }
+        report.summary.live_snapshot = ws.is_live();
         Ok(report)
     })
 }
@@ -923,14 +926,13 @@ fn fact_without_identity(payload: &str) -> Option<String> {
     crate::json::stable_stringify(&json).ok()
 }
 
-/// Opens `db` read-only and scans it.
+/// Opens `db` read-only and scans it (at one snapshot, see [`Workspace::read`]).
 pub fn scan_path(
     db: &Path,
     opts: ScanOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<ScanReport, DbError> {
-    let ws = Workspace::open_read_only(db)?;
-    scan_workspace(&ws, opts, progress)
+    Workspace::read(db, |ws| scan_workspace(ws, opts, progress))
 }
 
 /// A finalize plan and what it was made from.
@@ -947,14 +949,16 @@ pub fn plan_finalize(
     db: &Path,
     opts: &crate::finalize::PlanOptions,
 ) -> Result<FinalizePlanning, DbError> {
-    let ws = Workspace::open_read_only(db)?;
-    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let (plan, _) = plan_finalize_on(&ws, &report, opts)?;
-    let root_binding = ws.root_binding()?;
-    Ok(FinalizePlanning {
-        report,
-        plan,
-        root_binding,
+    // The scan and the rows the plan is made from, at one snapshot.
+    Workspace::read(db, |ws| {
+        let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let (plan, _) = plan_finalize_on(ws, &report, opts)?;
+        let root_binding = ws.root_binding()?;
+        Ok(FinalizePlanning {
+            report,
+            plan,
+            root_binding,
+        })
     })
 }
 
@@ -1118,6 +1122,12 @@ pub struct InfoReport {
     pub owner_lock: String,
     pub owner_lock_paths: Vec<String>,
     pub owner_lock_error: Option<String>,
+    /// `yes` when another process holds a lock on the database or its `-shm` (it has
+    /// the file open), `no`, or `unknown` (the probe failed; see `open_error`).
+    pub open_by_other_process: String,
+    /// The pid of that process, when the kernel says it.
+    pub open_by_pid: Option<u32>,
+    pub open_error: Option<String>,
     pub maka_gate: crate::scan::MakaGate,
     pub findings: usize,
 }
@@ -1127,11 +1137,13 @@ pub fn workspace_info(
     db: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<InfoReport, DbError> {
-    let ws = Workspace::open_read_only(db)?;
-    let facts = ws.schema_facts()?;
-    let report = scan_workspace(&ws, ScanOptions::default(), progress)?;
-    let binding = ws.root_binding().ok().flatten();
-    drop(ws);
+    let (facts, report, binding) = Workspace::read(db, |ws| {
+        let facts = ws.schema_facts()?;
+        let report = scan_workspace(ws, ScanOptions::default(), &mut *progress)?;
+        Ok((facts, report, ws.root_binding().ok().flatten()))
+    })?;
+    // Probed only now: no connection of ours is open on the file (see `OpenProbe`).
+    let open_by = probe_open(db);
     let size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
     // The -wal is beside the file a link points to.
     let real = std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf());
@@ -1153,9 +1165,24 @@ pub fn workspace_info(
         owner_lock,
         owner_lock_paths,
         owner_lock_error,
+        open_by_other_process: match &open_by {
+            Ok(Some(_)) => "yes",
+            Ok(None) => "no",
+            Err(_) => "unknown",
+        }
+        .into(),
+        open_by_pid: open_by.as_ref().ok().and_then(|o| o.as_ref()?.pid),
+        open_error: open_by.as_ref().err().cloned(),
         maka_gate: report.maka_gate.clone(),
         findings: report.summary.findings,
     })
+}
+
+/// Who else has `db` open (see [`crate::lock::OpenProbe`]).
+fn probe_open(db: &Path) -> Result<Option<crate::lock::OpenBy>, String> {
+    crate::lock::OpenProbe::new(db)
+        .held_by_other()
+        .map_err(|e| e.to_string())
 }
 
 fn probe_owner_lock(db: &Path, binding: Option<&str>) -> (String, Vec<String>, Option<String>) {

@@ -194,6 +194,123 @@ pub fn probe_held(_path: &Path) -> std::io::Result<bool> {
     Err(std::io::Error::other("unsupported platform"))
 }
 
+/// A lock another process holds on a file of the database.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpenBy {
+    /// The locked file: the database or its `-shm`.
+    pub path: PathBuf,
+    /// The holder's pid; `None` when the kernel does not say (an open-file-description
+    /// lock, or a process in another pid namespace).
+    pub pid: Option<u32>,
+}
+
+/// Whether another process has a database open, probed with `F_GETLK` on the database
+/// file and its `-shm` without taking or creating anything.
+///
+/// Every SQLite connection to a WAL database holds a read lock on the `-shm` (its
+/// "dead man switch" byte) and one on the database file for as long as it is open, and
+/// a rollback-journal connection holds one on the database file during a transaction.
+/// `F_GETLK` reports locks of other processes only, so our own connections never count.
+///
+/// The probe keeps every file it opened until it is dropped: closing any descriptor of
+/// a file drops all of this process's POSIX locks on it, SQLite's included. Drop it
+/// only after every connection opened meanwhile is closed.
+#[derive(Debug)]
+pub struct OpenProbe {
+    db: PathBuf,
+    files: Vec<(PathBuf, File)>,
+}
+
+impl OpenProbe {
+    /// A probe for `db` (a symbolic link is followed: SQLite locks the real file).
+    pub fn new(db: &Path) -> OpenProbe {
+        OpenProbe {
+            db: std::fs::canonicalize(db).unwrap_or_else(|_| db.to_path_buf()),
+            files: Vec::new(),
+        }
+    }
+
+    /// The first lock another process holds on the database file or its `-shm`.
+    pub fn held_by_other(&mut self) -> std::io::Result<Option<OpenBy>> {
+        let mut shm = self.db.as_os_str().to_owned();
+        shm.push("-shm");
+        for path in [self.db.clone(), PathBuf::from(shm)] {
+            let i = match self.files.iter().position(|(p, _)| *p == path) {
+                Some(i) => i,
+                None => match open_for_probe(&path)? {
+                    Some(f) => {
+                        self.files.push((path.clone(), f));
+                        self.files.len() - 1
+                    }
+                    None => continue,
+                },
+            };
+            if let Some(pid) = posix_lock_holder(&self.files[i].1)? {
+                return Ok(Some(OpenBy { path, pid }));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Opens a regular file for a lock probe; `None` when it does not exist. Never blocks
+/// (a FIFO in its place is not opened).
+fn open_for_probe(path: &Path) -> std::io::Result<Option<File>> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => {
+            return Err(std::io::Error::other(format!(
+                "`{}` is not a regular file",
+                path.display()
+            )))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        o.custom_flags(libc::O_NONBLOCK);
+    }
+    match o.open(path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// `F_GETLK` over the whole file: `Some(pid)` when another process holds any lock on
+/// it (`Some(None)`: its pid is not known), `None` when none does.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn posix_lock_holder(file: &File) -> std::io::Result<Option<Option<u32>>> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: `flock` is plain old data; zeroed is valid, then the fields are set.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    // A write lock conflicts with every lock, read or write.
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = 0;
+    fl.l_len = 0; // whole file
+                  // SAFETY: the descriptor is open for the lifetime of `file`, and `fl` is a valid
+                  // `struct flock` that F_GETLK fills in.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut fl) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if fl.l_type == libc::F_UNLCK as libc::c_short {
+        return Ok(None);
+    }
+    Ok(Some(u32::try_from(fl.l_pid).ok().filter(|p| *p > 0)))
+}
+
+#[cfg(not(unix))]
+fn posix_lock_holder(_file: &File) -> std::io::Result<Option<Option<u32>>> {
+    Err(std::io::Error::other("unsupported platform"))
+}
+
 /// Maka's control namespace (or `WSLEDGER_MAKA_CONTROL_DIR`).
 pub fn namespace() -> Result<PathBuf, LockError> {
     if let Some(dir) = std::env::var_os(CONTROL_DIR_ENV).filter(|v| !v.is_empty()) {
@@ -373,6 +490,24 @@ mod tests {
         assert!(matches!(again, Err(LockError::Held { .. })), "{again:?}");
         drop(held);
         assert!(acquire(dir.path(), &["a".repeat(64)]).is_ok());
+    }
+
+    #[test]
+    fn our_own_connections_do_not_count_as_another_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runtime.sqlite");
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.pragma_update(None, "journal_mode", "WAL").unwrap();
+        c.execute_batch("CREATE TABLE t(x); BEGIN; SELECT count(*) FROM t;")
+            .unwrap();
+        let mut probe = OpenProbe::new(&db);
+        assert_eq!(probe.held_by_other().unwrap(), None);
+        drop(c);
+        drop(probe);
+        // Nothing there at all: nothing to report, nothing created.
+        let mut probe = OpenProbe::new(&dir.path().join("none.sqlite"));
+        assert_eq!(probe.held_by_other().unwrap(), None);
+        assert!(!dir.path().join("none.sqlite").exists());
     }
 
     #[test]

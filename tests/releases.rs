@@ -246,3 +246,70 @@ fn no_advice_advises_schema_surgery_or_a_downgrade() {
         "open it with the matching Maka release"
     ));
 }
+
+/// Replay says where a v0.1.2 or v0.1.3 session's transcript lives (a file beside the
+/// database), and says nothing of it for other releases.
+#[test]
+fn replay_of_a_v012_session_names_its_transcript_file() {
+    let (_t, ws) = copy_fixture("releases/v0.1.5/healthy");
+    let session: String = rusqlite::Connection::open(ws.join("runtime.sqlite"))
+        .unwrap()
+        .query_row("SELECT session_id FROM core_agent_runs LIMIT 1", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    let bundle = ws.join("s.bundle.json");
+    let ws_arg = ws.to_str().unwrap().to_owned();
+    let out = wsledger(&[
+        "replay",
+        "-w",
+        &ws_arg,
+        "--session",
+        &session,
+        "--export",
+        bundle.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let notes = |doc: &Value| -> Vec<String> {
+        doc["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["code"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(!notes(&json(&out.stdout)).contains(&"transcript_in_files".to_owned()));
+    // The same rows, as a v0.1.2 workspace would have recorded its versions.
+    let mut b = json(&std::fs::read_to_string(&bundle).unwrap());
+    let dump = json(&std::fs::read_to_string("fixtures/releases/schemas/v0.1.2.json").unwrap());
+    b["schema"]["user_version"] = dump["user_version"].clone();
+    let registry: serde_json::Map<String, Value> = dump["registry"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["scope"].as_str().unwrap().to_owned(),
+                r["version"].clone(),
+            )
+        })
+        .collect();
+    b["schema"]["registry"] = Value::Object(registry);
+    b["schema"]["capabilities"] = serde_json::json!({"runtime_recovery_authority": 1});
+    std::fs::write(&bundle, b.to_string()).unwrap();
+    let out = wsledger(&[
+        "replay",
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        notes(&json(&out.stdout)).contains(&"transcript_in_files".to_owned()),
+        "{}",
+        out.stdout
+    );
+}

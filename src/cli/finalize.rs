@@ -29,7 +29,8 @@ pub const BACKUP_DIR_ENV: &str = "WSLEDGER_BACKUP_DIR";
 /// event id, status, failure class, recovery reason, event_seq, ordinal) and every
 /// run it leaves alone with the reason, and changes nothing.
 ///
-/// With `--apply` it refuses while Maka runs (it takes Maka's own owner lock),
+/// With `--apply` it refuses while Maka runs (it takes Maka's own owner lock) or
+/// another process has the database open (it holds a lock on the file or its `-shm`),
 /// refuses a schema other than Maka's current one, backs the database up with
 /// SQLite's online backup API, writes the whole plan in one transaction after
 /// checking that no planned run changed, then rescans.
@@ -232,15 +233,20 @@ pub fn run(
     check_writable(&db)?;
     // The lock first: while Maka holds it the file is not even opened for writing.
     let _lock = take_owner_lock(&db, planning.root_binding.as_deref(), printer)?;
+    // Declared before the writer, so dropped after it (see `OpenProbe`).
+    let mut open_probe = lock::OpenProbe::new(&db);
+    refuse_if_open(&db, &mut open_probe)?;
     let writer = Writer::open(&db)?;
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
     if !args.no_backup {
-        plan.backup = Some(backup_before_write(&writer, &db, now, printer)?);
+        plan.backup = Some(backup_before_write(&writer, &db, now)?);
     }
+    recheck_after_backup(&db, &mut open_probe, plan.backup.as_deref(), printer)?;
     write_finalize(&writer, &plan)?;
     drop(writer);
+    drop(open_probe);
     plan.applied = true;
     // Every run, terminal ones included: the planned runs are terminal after a
     // --project-header write and must still be found.
@@ -267,7 +273,6 @@ pub(crate) fn backup_before_write(
     writer: &Writer,
     db: &Path,
     now: i64,
-    printer: &mut Printer,
 ) -> Result<String, CliError> {
     let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
     let dest = backup_path(db, dir.as_deref(), now);
@@ -278,8 +283,28 @@ pub(crate) fn backup_before_write(
              pass --no-backup",
         )
     })?;
-    printer.note(&format!("backup: {}", dest.display()));
     Ok(dest.display().to_string())
+}
+
+/// After the backup, before the first write: refuses again while another process has
+/// the file open (a backup of a large file takes a while). Nothing was written then,
+/// so the backup of the unchanged file goes too; otherwise says where it is.
+pub(crate) fn recheck_after_backup(
+    db: &Path,
+    probe: &mut lock::OpenProbe,
+    backup: Option<&str>,
+    printer: &mut Printer,
+) -> Result<(), CliError> {
+    if let Err(e) = refuse_if_open(db, probe) {
+        if let Some(b) = backup {
+            let _ = std::fs::remove_file(b);
+        }
+        return Err(e);
+    }
+    if let Some(b) = backup {
+        printer.note(&format!("backup: {b}"));
+    }
+    Ok(())
 }
 
 /// Writes a finalize plan in one transaction (`Writer::apply` revalidates every
@@ -328,6 +353,39 @@ pub(crate) fn check_writable(db: &Path) -> Result<(), CliError> {
         }
     }
     Ok(())
+}
+
+/// Refuses while another process has the database open: Maka without a marker, or
+/// any other program. Probed with `F_GETLK` on the database and its `-shm` (see
+/// [`lock::OpenProbe`]); our own connections do not count.
+pub(crate) fn refuse_if_open(db: &Path, probe: &mut lock::OpenProbe) -> Result<(), CliError> {
+    match probe.held_by_other() {
+        Ok(None) => Ok(()),
+        Ok(Some(by)) => {
+            let who = match by.pid {
+                Some(pid) => format!("pid {pid}, which holds a lock on `{}`", by.path.display()),
+                None => format!(
+                    "it holds a lock on `{}`; its pid cannot be read",
+                    by.path.display()
+                ),
+            };
+            Err(CliError::new(
+                format!(
+                    "`{}`: another process has this database open ({who}); nothing was written",
+                    db.display()
+                ),
+                "quit Maka (or the other program using the workspace; `wsledger info` shows \
+                 its pid), then run the command again",
+            ))
+        }
+        Err(e) => Err(CliError::new(
+            format!(
+                "cannot tell whether another process has `{}` open: {e}; nothing was written",
+                db.display()
+            ),
+            "check the permissions of the database and its `-shm`",
+        )),
+    }
 }
 
 pub(crate) fn take_owner_lock(

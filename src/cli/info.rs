@@ -7,9 +7,10 @@ use crate::doctor::workspace_info;
 use crate::report::sanitize::sanitize;
 
 /// Show the workspace: database path, schema versions, counts, WAL size, whether
-/// Maka's owner lock is held, and Maka's tool-ledger gate state
+/// Maka's owner lock is held, whether another process has the database open, and
+/// Maka's tool-ledger gate state
 ///
-/// Read-only; the owner lock is probed, never taken, and nothing is created.
+/// Read-only; the locks are probed, never taken, and nothing is created.
 #[derive(Debug, Args)]
 pub struct InfoArgs {}
 
@@ -88,6 +89,18 @@ pub fn run(
                 ("events", info.events.to_string()),
                 ("tool operations", info.operations.to_string()),
                 ("owner lock", lock),
+                (
+                    "open",
+                    match (info.open_by_other_process.as_str(), info.open_by_pid) {
+                        ("yes", Some(pid)) => format!("open by pid {pid}"),
+                        ("yes", None) => "open by another process (pid unknown)".into(),
+                        ("no", _) => "not open in another process".into(),
+                        _ => format!(
+                            "unknown ({})",
+                            sanitize(info.open_error.as_deref().unwrap_or(""))
+                        ),
+                    },
+                ),
                 ("maka gate", gate),
                 (
                     "findings",

@@ -152,7 +152,8 @@ pub enum Command {
     Explain(explain::ExplainArgs),
     /// Print a shell completion script
     Completions(completions::CompletionsArgs),
-    /// Show the workspace: schema, counts, WAL, Maka's owner lock and gate
+    /// Show the workspace: schema, counts, WAL, Maka's owner lock, who else has it open,
+    /// and Maka's gate
     Info(info::InfoArgs),
     /// Replay a session from its event log and show where the projections diverge
     Replay(replay::ReplayArgs),

@@ -7,9 +7,13 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 use serde_json::{json, Map, Value};
 
-use super::finalize::{backup_before_write, check_writable, now_ms, take_owner_lock};
+use super::finalize::{
+    backup_before_write, check_writable, now_ms, recheck_after_backup, refuse_if_open,
+    take_owner_lock, BACKUP_DIR_ENV,
+};
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
 use crate::bundle::{Bundle, SchemaInfo};
+use crate::db::backup::backup_path;
 use crate::db::quarantine::{Deletion, RestoreItem};
 use crate::db::write::Writer;
 use crate::db::Workspace;
@@ -27,7 +31,8 @@ use crate::scan::{ScanReport, WORKSPACE_AUTHORITY_SESSION};
 /// recovery throw) with its reasons, the rows of each table that would move, where its
 /// bundle would go, and what Maka's gate and start-up would do without those sessions.
 ///
-/// With `--apply` it takes Maka's owner lock, backs the database up, writes and checks
+/// With `--apply` it takes Maka's owner lock, refuses while another process has the
+/// database open, backs the database up, writes and checks
 /// every bundle, then deletes what Maka's conversation deletion deletes, in Maka's
 /// order, in one transaction, and rescans. The session `maka_workspace_authority` is
 /// never touched.
@@ -50,7 +55,8 @@ pub struct QuarantineArgs {
 /// Put quarantined sessions back from their bundles, every row and column as it was.
 ///
 /// Without `--apply` it checks the bundles against the workspace and prints what it
-/// would restore. With `--apply` it takes Maka's owner lock, backs the database up and
+/// would restore. With `--apply` it takes Maka's owner lock, refuses while another
+/// process has the database open, backs the database up and
 /// inserts every row in one transaction. It refuses, changing nothing, when a bundle's
 /// schema differs from the workspace's or any of its rows collides with one in the
 /// workspace.
@@ -92,7 +98,7 @@ fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
     })
 }
 
-fn archived_sessions(ws: &Workspace) -> Result<BTreeSet<String>, CliError> {
+fn archived_sessions(ws: &Workspace) -> Result<BTreeSet<String>, crate::db::DbError> {
     if !ws.has_table("session_metadata")? {
         return Ok(BTreeSet::new());
     }
@@ -269,6 +275,80 @@ fn write_durably(path: &Path, text: &str) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Refuses a bundle directory that cannot be made or written, creating nothing: the
+/// nearest part of the path that exists must be a directory with a write bit (as
+/// root, permission bits would stop nothing; see `check_writable`).
+pub(crate) fn check_out_dir(dir: &Path) -> Result<(), CliError> {
+    let refuse = |path: &Path, why: &str| {
+        CliError::new(
+            format!(
+                "cannot write bundles in `{}`: `{}` {why}; nothing was changed",
+                dir.display(),
+                path.display()
+            ),
+            "choose a writable directory with --out",
+        )
+    };
+    let mut p = dir;
+    loop {
+        let shown = if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        };
+        match std::fs::metadata(shown) {
+            Ok(m) if !m.is_dir() => return Err(refuse(shown, "is not a directory")),
+            Ok(m) if m.permissions().readonly() => {
+                return Err(refuse(shown, "is read-only (no write bit)"))
+            }
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match p.parent() {
+                Some(parent) => p = parent,
+                None => return Err(refuse(shown, "does not exist")),
+            },
+            Err(e) => return Err(io_err("create", dir, &e)),
+        }
+    }
+}
+
+/// The directories an apply made for its bundles: removed again (when empty) unless
+/// the apply went through.
+pub(crate) struct MadeDirs {
+    dirs: Vec<PathBuf>,
+}
+
+impl MadeDirs {
+    fn create(dir: &Path) -> Result<MadeDirs, CliError> {
+        let mut missing = Vec::new();
+        let mut p = dir;
+        while !p.as_os_str().is_empty() && !p.exists() {
+            missing.push(p.to_path_buf());
+            match p.parent() {
+                Some(parent) => p = parent,
+                None => break,
+            }
+        }
+        let mut made = MadeDirs { dirs: Vec::new() };
+        for d in missing.into_iter().rev() {
+            std::fs::create_dir(&d).map_err(|e| io_err("create", &d, &e))?;
+            made.dirs.push(d);
+        }
+        Ok(made)
+    }
+
+    pub(crate) fn keep(&mut self) {
+        self.dirs.clear();
+    }
+}
+
+impl Drop for MadeDirs {
+    fn drop(&mut self) {
+        for d in self.dirs.iter().rev() {
+            let _ = std::fs::remove_dir(d);
+        }
+    }
+}
+
 fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bundle {
     Bundle {
         session_id: d.session_id.clone(),
@@ -276,6 +356,91 @@ fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bun
         tables: d.tables.clone(),
         quarantine: Some(Value::Object(meta)),
     }
+}
+
+/// What a quarantine is planned from.
+struct QuarantineRead {
+    report: ScanReport,
+    archived: BTreeSet<String>,
+    targets: BTreeMap<String, Vec<Reason>>,
+    deletions: Vec<Deletion>,
+    predicted: ScanReport,
+    schema: SchemaInfo,
+    /// The release schema an apply writes in, or why it would refuse.
+    basis: Result<crate::db::write::WriteBasis, Vec<String>>,
+    binding: Option<String>,
+    /// Titles and last activity of the target sessions.
+    labels: BTreeMap<String, crate::db::diagnosis::SessionLabelRow>,
+}
+
+/// Reads what a quarantine is planned from. The outer error is the database's (a read
+/// [`Workspace::read`] may do again), the inner one a refusal.
+fn read_quarantine(
+    ws: &Workspace,
+    args: &QuarantineArgs,
+    shown: &str,
+) -> Result<Result<QuarantineRead, CliError>, crate::db::DbError> {
+    let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived = archived_sessions(ws)?;
+    let damaged = damaged_sessions(&report, &archived);
+    let mut targets: BTreeMap<String, Vec<Reason>> = BTreeMap::new();
+    if args.sessions.is_empty() {
+        targets = damaged.clone();
+    } else {
+        for s in &args.sessions {
+            let mut reasons = damaged.get(s).cloned().unwrap_or_default();
+            reasons.push(Reason {
+                code: "named".into(),
+                id: None,
+            });
+            targets.insert(s.clone(), reasons);
+        }
+    }
+    let mut deletions = Vec::new();
+    for s in targets.keys() {
+        let d = ws.deletion(s)?;
+        if d.is_empty() {
+            return Ok(Err(CliError::new(
+                format!("session `{s}` has no rows in `{shown}`"),
+                "list the sessions with `wsledger doctor scan`",
+            )));
+        }
+        deletions.push(d);
+    }
+    let excluded: BTreeSet<String> = targets.keys().cloned().collect();
+    let predicted = if excluded.is_empty() {
+        report.clone()
+    } else {
+        scan_workspace_without(ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
+    };
+    let facts = ws.schema_facts()?;
+    let basis = crate::db::write::write_basis(&facts);
+    let schema = SchemaInfo {
+        user_version: facts.user_version,
+        registry: facts.registry.clone(),
+        capabilities: facts.capabilities.clone(),
+    };
+    let binding = ws.root_binding()?;
+    let labels = ws.session_labels(targets.keys().map(String::as_str))?;
+    Ok(Ok(QuarantineRead {
+        report,
+        archived,
+        targets,
+        deletions,
+        predicted,
+        schema,
+        basis,
+        binding,
+        labels,
+    }))
+}
+
+/// The rescan after an apply, and the archived sessions it is judged with.
+fn rescan(db: &Path) -> Result<(ScanReport, BTreeSet<String>), CliError> {
+    Ok(Workspace::read(db, |ws| {
+        let after = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        Ok((after, archived_sessions(ws)?))
+    })?)
 }
 
 pub fn run_quarantine(
@@ -297,55 +462,23 @@ pub fn run_quarantine(
             "name conversation sessions only",
         ));
     }
-    let ws = Workspace::open_read_only(&db)?;
-    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let archived = archived_sessions(&ws)?;
-    let damaged = damaged_sessions(&report, &archived);
-    let mut targets: BTreeMap<String, Vec<Reason>> = BTreeMap::new();
-    if args.sessions.is_empty() {
-        targets = damaged.clone();
-    } else {
-        for s in &args.sessions {
-            let mut reasons = damaged.get(s).cloned().unwrap_or_default();
-            reasons.push(Reason {
-                code: "named".into(),
-                id: None,
-            });
-            targets.insert(s.clone(), reasons);
-        }
-    }
     let out_dir = args.out.clone().unwrap_or_else(|| {
         db.parent()
             .unwrap_or(Path::new("."))
             .join("wsledger-quarantine")
     });
-    let mut deletions = Vec::new();
-    for s in targets.keys() {
-        let d = ws.deletion(s)?;
-        if d.is_empty() {
-            return Err(CliError::new(
-                format!("session `{s}` has no rows in `{shown}`"),
-                "list the sessions with `wsledger doctor scan`",
-            ));
-        }
-        deletions.push(d);
-    }
-    let excluded: BTreeSet<String> = targets.keys().cloned().collect();
-    let predicted = if excluded.is_empty() {
-        report.clone()
-    } else {
-        scan_workspace_without(&ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
-    };
-    let facts = ws.schema_facts()?;
-    let basis = crate::db::write::write_basis(&facts);
-    let schema = SchemaInfo {
-        user_version: facts.user_version,
-        registry: facts.registry.clone(),
-        capabilities: facts.capabilities.clone(),
-    };
-    let binding = ws.root_binding()?;
-    let labels = ws.session_labels(targets.keys().map(String::as_str))?;
-    drop(ws);
+    // Everything the plan is made from, at one snapshot.
+    let QuarantineRead {
+        report,
+        archived,
+        targets,
+        deletions,
+        predicted,
+        schema,
+        basis,
+        binding,
+        labels,
+    } = Workspace::read(&db, |ws| read_quarantine(ws, args, &shown))??;
     let sessions_json = || -> Vec<Value> {
         targets
             .iter()
@@ -423,60 +556,70 @@ pub fn run_quarantine(
              what differs",
         ));
     }
+    // Every check that can refuse comes before anything is created; the
+    // bundle directory is made only under the lock, and removed again on a refusal.
     check_writable(&db)?;
-    std::fs::create_dir_all(&out_dir).map_err(|e| io_err("create", &out_dir, &e))?;
-    // Fail on an unwritable bundle directory before anything else happens.
-    tempfile::NamedTempFile::new_in(&out_dir).map_err(|e| io_err("write in", &out_dir, &e))?;
+    check_out_dir(&out_dir)?;
     let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
+    // Declared before the writer, so dropped after it (see `OpenProbe`).
+    let mut open_probe = crate::lock::OpenProbe::new(&db);
+    refuse_if_open(&db, &mut open_probe)?;
     let writer = Writer::open(&db)?;
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
-    if !args.no_backup {
-        doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
-    }
+    let (fresh, generation) = read_targets(&writer, &targets)?;
+    let mut made = make_out_dir(&out_dir)?;
+    let backup = if args.no_backup {
+        None
+    } else {
+        Some(backup_before_write(&writer, &db, now)?)
+    };
+    recheck_after_backup(&db, &mut open_probe, backup.as_deref(), printer)?;
+    doc["backup"] = json!(backup);
     let release = basis.as_ref().ok().map(|b| b.to_json());
     let moved = write_quarantine(
         &writer,
         &targets,
+        &fresh,
+        generation,
         &out_dir,
         &schema,
         &shown,
         now,
         release.as_ref(),
     )?;
+    made.keep();
     drop(writer);
-    let ws = Workspace::open_read_only(&db)?;
-    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let archived_after = archived_sessions(&ws)?;
-    drop(ws);
+    drop(open_probe);
+    let (after, archived_after) = rescan(&db)?;
     doc["applied"] = Value::Bool(true);
     doc["after"] = state(&after, &archived_after);
     printer.note(&format!(
-        "quarantined {} session(s); bundles in {}",
-        moved,
+        "quarantined {moved} session(s); bundles in {}",
         out_dir.display()
     ));
     write_out(printer, &doc, format)?;
     Ok(ExitStatus::Success)
 }
 
-/// Under the owner lock, after the backup: re-reads each target session's rows,
-/// writes and reads back its bundle, then deletes the sessions in one transaction
-/// (`Writer::quarantine`). A failure removes the bundles written so far. Returns how
-/// many sessions moved.
-pub(crate) fn write_quarantine(
+/// Creates the bundle directory (removed again on a refusal unless kept) and fails on
+/// one that cannot be written, before the backup.
+pub(crate) fn make_out_dir(out_dir: &Path) -> Result<MadeDirs, CliError> {
+    let made = MadeDirs::create(out_dir)?;
+    tempfile::NamedTempFile::new_in(out_dir).map_err(|e| io_err("write in", out_dir, &e))?;
+    Ok(made)
+}
+
+/// Under the owner lock: the catalog generation and each target session's rows read
+/// again (what the bundles hold and the transaction checks), refusing a session
+/// Maka's own deletion could not delete.
+pub(crate) fn read_targets(
     writer: &Writer,
     targets: &BTreeMap<String, Vec<Reason>>,
-    out_dir: &Path,
-    schema: &SchemaInfo,
-    shown: &str,
-    now: i64,
-    release: Option<&Value>,
-) -> Result<usize, CliError> {
+) -> Result<(Vec<Deletion>, Option<i64>), CliError> {
     let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     let generation = writer.catalog_generation().map_err(werr)?;
-    // Re-read under the lock: the rows the bundles hold and the transaction checks.
     let mut fresh = Vec::new();
     for s in targets.keys() {
         let d = writer.read_deletion(s).map_err(werr)?;
@@ -488,6 +631,25 @@ pub(crate) fn write_quarantine(
         }
         fresh.push(d);
     }
+    Ok((fresh, generation))
+}
+
+/// After the backup: writes and reads back each session's bundle, then deletes the
+/// sessions in one transaction (`Writer::quarantine`). A failure removes the bundles
+/// written so far. Returns how many sessions moved.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_quarantine(
+    writer: &Writer,
+    targets: &BTreeMap<String, Vec<Reason>>,
+    fresh: &[Deletion],
+    generation: Option<i64>,
+    out_dir: &Path,
+    schema: &SchemaInfo,
+    shown: &str,
+    now: i64,
+    release: Option<&Value>,
+) -> Result<usize, CliError> {
+    let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     let removed_meta = fresh.iter().filter(|d| d.has_metadata()).count() as i64;
     let all: Vec<Value> = targets.keys().map(|s| Value::from(s.clone())).collect();
     let mut written: Vec<PathBuf> = Vec::new();
@@ -496,7 +658,7 @@ pub(crate) fn write_quarantine(
             let _ = std::fs::remove_file(p);
         }
     };
-    for ((s, reasons), d) in targets.iter().zip(&fresh) {
+    for ((s, reasons), d) in targets.iter().zip(fresh) {
         let mut meta = Map::new();
         meta.insert("tool".into(), json!("wsledger doctor quarantine"));
         meta.insert("quarantined_at_ms".into(), json!(now));
@@ -552,7 +714,7 @@ pub(crate) fn write_quarantine(
             }
         }
     }
-    if let Err(e) = writer.quarantine(&fresh, generation, now) {
+    if let Err(e) = writer.quarantine(fresh, generation, now) {
         cleanup(&written);
         return Err(werr(e));
     }
@@ -628,6 +790,79 @@ fn parse_bundle(path: &Path) -> Result<Parsed, CliError> {
     })
 }
 
+/// Checks the bundles against the workspace and reads what a restore is planned
+/// from. The outer error is the database's, the inner one a refusal.
+#[allow(clippy::type_complexity)]
+fn read_restore(
+    ws: &Workspace,
+    parsed: &[Parsed],
+    shown: &str,
+) -> Result<Result<(Option<String>, ScanReport, BTreeSet<String>), CliError>, crate::db::DbError> {
+    let facts = ws.schema_facts()?;
+    let current = SchemaInfo {
+        user_version: facts.user_version,
+        registry: facts.registry.clone(),
+        capabilities: facts.capabilities.clone(),
+    };
+    for p in parsed {
+        let refuse = |what: String| {
+            CliError::new(
+                format!("`{}`: {what}; nothing was changed", p.path.display()),
+                "restore into a workspace with the schema the bundle was taken from",
+            )
+        };
+        if p.bundle.schema != current {
+            let name = |s: &SchemaInfo| {
+                crate::release::generation_by_versions(
+                    s.user_version,
+                    s.registry.as_ref(),
+                    s.capabilities.as_ref(),
+                )
+                .map_or_else(
+                    || "an unknown release".to_owned(),
+                    |g| format!("Maka {}", g.display()),
+                )
+            };
+            return Ok(Err(refuse(format!(
+                "the bundle was taken from a file of {} (runtime schema {}), this workspace is \
+                 {} (runtime schema {}): a bundle goes back only into the generation it came from",
+                name(&p.bundle.schema),
+                p.bundle.schema.user_version,
+                name(&current),
+                current.user_version
+            ))));
+        }
+        for (table, rows) in &p.bundle.tables {
+            if !facts.tables.iter().any(|t| t == table) {
+                return Ok(Err(refuse(format!("the workspace has no table `{table}`"))));
+            }
+            let shape = ws.table_shape(table)?;
+            for r in rows {
+                let cols: Vec<&str> = r.columns.iter().map(|(c, _)| c.as_str()).collect();
+                if cols != shape.columns.iter().map(String::as_str).collect::<Vec<_>>() {
+                    return Ok(Err(refuse(format!(
+                        "the columns of `{table}` differ from the bundle's"
+                    ))));
+                }
+            }
+        }
+        let live = ws.deletion(&p.bundle.session_id)?;
+        if !live.is_empty() {
+            return Ok(Err(CliError::new(
+                format!(
+                    "session `{}` already has rows in `{shown}`; nothing was changed",
+                    p.bundle.session_id
+                ),
+                "a session is restored only while it is quarantined",
+            )));
+        }
+    }
+    let binding = ws.root_binding()?;
+    let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived = archived_sessions(ws)?;
+    Ok(Ok((binding, report, archived)))
+}
+
 pub fn run_restore(
     global: &GlobalArgs,
     args: &RestoreArgs,
@@ -651,70 +886,9 @@ pub fn run_restore(
             ));
         }
     }
-    let ws = Workspace::open_read_only(&db)?;
-    let facts = ws.schema_facts()?;
-    let current = SchemaInfo {
-        user_version: facts.user_version,
-        registry: facts.registry.clone(),
-        capabilities: facts.capabilities.clone(),
-    };
-    for p in &parsed {
-        let refuse = |what: String| {
-            CliError::new(
-                format!("`{}`: {what}; nothing was changed", p.path.display()),
-                "restore into a workspace with the schema the bundle was taken from",
-            )
-        };
-        if p.bundle.schema != current {
-            let name = |s: &SchemaInfo| {
-                crate::release::generation_by_versions(
-                    s.user_version,
-                    s.registry.as_ref(),
-                    s.capabilities.as_ref(),
-                )
-                .map_or_else(
-                    || "an unknown release".to_owned(),
-                    |g| format!("Maka {}", g.display()),
-                )
-            };
-            return Err(refuse(format!(
-                "the bundle was taken from a file of {} (runtime schema {}), this workspace is \
-                 {} (runtime schema {}): a bundle goes back only into the generation it came from",
-                name(&p.bundle.schema),
-                p.bundle.schema.user_version,
-                name(&current),
-                current.user_version
-            )));
-        }
-        for (table, rows) in &p.bundle.tables {
-            if !facts.tables.iter().any(|t| t == table) {
-                return Err(refuse(format!("the workspace has no table `{table}`")));
-            }
-            let shape = ws.table_shape(table)?;
-            for r in rows {
-                let cols: Vec<&str> = r.columns.iter().map(|(c, _)| c.as_str()).collect();
-                if cols != shape.columns.iter().map(String::as_str).collect::<Vec<_>>() {
-                    return Err(refuse(format!(
-                        "the columns of `{table}` differ from the bundle's"
-                    )));
-                }
-            }
-        }
-        let live = ws.deletion(&p.bundle.session_id)?;
-        if !live.is_empty() {
-            return Err(CliError::new(
-                format!(
-                    "session `{}` already has rows in `{shown}`; nothing was changed",
-                    p.bundle.session_id
-                ),
-                "a session is restored only while it is quarantined",
-            ));
-        }
-    }
-    let binding = ws.root_binding()?;
-    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let archived = archived_sessions(&ws)?;
-    drop(ws);
+    // The checks and the plan at one snapshot.
+    let (binding, report, archived) =
+        Workspace::read(&db, |ws| read_restore(ws, &parsed, &shown))??;
     let mut doc = json!({
         "schema_version": 1,
         "command": "restore",
@@ -742,11 +916,34 @@ pub fn run_restore(
     }
     check_writable(&db)?;
     let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
+    // Declared before the writer, so dropped after it (see `OpenProbe`).
+    let mut open_probe = crate::lock::OpenProbe::new(&db);
+    refuse_if_open(&db, &mut open_probe)?;
     let writer = Writer::open(&db)?;
     let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     writer.check_schema().map_err(werr)?;
     if !args.no_backup {
-        doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
+        let dir = std::env::var_os(BACKUP_DIR_ENV).map(PathBuf::from);
+        let dest = backup_path(&db, dir.as_deref(), now);
+        writer.backup_to(&dest).map_err(|e| {
+            CliError::new(
+                format!("backup failed, nothing was written: {e}"),
+                "make the directory beside the database writable (or free disk space), or \
+                 pass --no-backup",
+            )
+        })?;
+        doc["backup"] = Value::from(dest.display().to_string());
+    }
+    // Again: a backup of a large file takes a while. Nothing was written: the
+    // backup of the unchanged file goes too.
+    if let Err(e) = refuse_if_open(&db, &mut open_probe) {
+        if let Some(b) = doc["backup"].as_str() {
+            let _ = std::fs::remove_file(b);
+        }
+        return Err(e);
+    }
+    if let Some(b) = doc["backup"].as_str() {
+        printer.note(&format!("backup: {b}"));
     }
     // The catalog generation goes back to its value before the quarantine only when
     // every session of that quarantine comes back together and nothing else moved it.
@@ -765,6 +962,7 @@ pub fn run_restore(
         .collect();
     let outcome = writer.restore(&items, generation).map_err(werr)?;
     drop(writer);
+    drop(open_probe);
     let mut notes = Vec::new();
     if !outcome.generation_restored {
         notes.push(
@@ -782,10 +980,7 @@ pub fn run_restore(
     for n in &notes {
         printer.note(n);
     }
-    let ws = Workspace::open_read_only(&db)?;
-    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let archived_after = archived_sessions(&ws)?;
-    drop(ws);
+    let (after, archived_after) = rescan(&db)?;
     doc["applied"] = Value::Bool(true);
     doc["after"] = state(&after, &archived_after);
     doc["notes"] = json!(notes);

@@ -6,9 +6,10 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::finalize::{
-    backup_before_write, check_writable, now_ms, take_owner_lock, verify, write_finalize,
+    backup_before_write, check_writable, now_ms, recheck_after_backup, refuse_if_open,
+    take_owner_lock, verify, write_finalize,
 };
-use super::quarantine::write_quarantine;
+use super::quarantine::{check_out_dir, make_out_dir, read_targets, write_quarantine};
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
 use crate::bundle::SchemaInfo;
 use crate::db::write::Writer;
@@ -23,6 +24,16 @@ use crate::report::diagnosis::render_diagnosis;
 use crate::report::sanitize::sanitize;
 use crate::report::Format;
 use crate::scan::runs::RunState;
+
+/// What the plan is made from (read at one snapshot).
+struct RepairRead {
+    diagnosis: crate::diagnosis::Diagnosis,
+    targets: std::collections::BTreeMap<String, Vec<crate::quarantine::Reason>>,
+    blocked: Vec<String>,
+    schema: SchemaInfo,
+    basis: Result<crate::db::write::WriteBasis, Vec<String>>,
+    binding: Option<String>,
+}
 
 /// Make the workspace work again: the plan `doctor scan` ends with, as one command.
 ///
@@ -100,27 +111,41 @@ pub fn run(
         .map_or_else(|| db.display().to_string(), |p| p.display().to_string());
     let now = now_ms()?;
 
-    let ws = Workspace::open_read_only(&db)?;
-    let report = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let (diagnosis, _) = diagnose_workspace(&ws, &report, &shown)?;
-    let archived = archived_sessions(&ws)?;
-    let targets = damaged_sessions(&report, &archived);
-    let mut blocked = Vec::new();
-    for s in targets.keys() {
-        let d = ws.deletion(s)?;
-        if !d.blockers.is_empty() {
-            blocked.push(format!("{s}: {}", d.blockers.join("; ")));
+    // Everything the plan is made from, at one snapshot.
+    let read = Workspace::read(&db, |ws| {
+        let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let (diagnosis, _) = diagnose_workspace(ws, &report, &shown)?;
+        let archived = archived_sessions(ws)?;
+        let targets = damaged_sessions(&report, &archived);
+        let mut blocked = Vec::new();
+        for s in targets.keys() {
+            let d = ws.deletion(s)?;
+            if !d.blockers.is_empty() {
+                blocked.push(format!("{s}: {}", d.blockers.join("; ")));
+            }
         }
-    }
-    let facts = ws.schema_facts()?;
-    let schema = SchemaInfo {
-        user_version: facts.user_version,
-        registry: facts.registry.clone(),
-        capabilities: facts.capabilities.clone(),
-    };
-    let basis = crate::db::write::write_basis(&facts);
-    let binding = ws.root_binding()?;
-    drop(ws);
+        let facts = ws.schema_facts()?;
+        Ok(RepairRead {
+            diagnosis,
+            targets,
+            blocked,
+            schema: SchemaInfo {
+                user_version: facts.user_version,
+                registry: facts.registry.clone(),
+                capabilities: facts.capabilities.clone(),
+            },
+            basis: crate::db::write::write_basis(&facts),
+            binding: ws.root_binding()?,
+        })
+    })?;
+    let RepairRead {
+        diagnosis,
+        targets,
+        blocked,
+        schema,
+        basis,
+        binding,
+    } = read;
 
     let mut doc = json!({
         "schema_version": 1,
@@ -170,48 +195,59 @@ pub fn run(
         ));
     }
     let release = basis.as_ref().ok().map(|b| b.to_json());
+    // Every check that can refuse comes before anything is created.
     check_writable(&db)?;
     let out_dir = args.out.clone().unwrap_or_else(|| {
         db.parent()
             .unwrap_or(Path::new("."))
             .join("wsledger-quarantine")
     });
+    if !targets.is_empty() {
+        check_out_dir(&out_dir)?;
+    }
     let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
+    // Declared before the writer, so dropped after it (see `OpenProbe`).
+    let mut open_probe = crate::lock::OpenProbe::new(&db);
+    refuse_if_open(&db, &mut open_probe)?;
     let writer = Writer::open(&db)?;
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
-    // Only once the lock is held and the schema accepted: nothing is created before
-    // a refusal.
-    if !targets.is_empty() {
-        let io = |what: &str, e: std::io::Error| {
-            CliError::new(
-                format!(
-                    "cannot {what} `{}`: {e}; nothing was changed",
-                    out_dir.display()
-                ),
-                "choose a writable directory with --out (or free disk space)",
-            )
-        };
-        std::fs::create_dir_all(&out_dir).map_err(|e| io("create", e))?;
-        // Fail on an unwritable bundle directory before anything else happens.
-        tempfile::NamedTempFile::new_in(&out_dir).map_err(|e| io("write in", e))?;
-    }
-    if !args.no_backup {
-        doc["backup"] = Value::from(backup_before_write(&writer, &db, now, printer)?);
-    }
+    let (fresh, generation) = if targets.is_empty() {
+        (Vec::new(), None)
+    } else {
+        read_targets(&writer, &targets)?
+    };
+    // The bundle directory only under the lock; removed again on a refusal.
+    let mut made = if targets.is_empty() {
+        None
+    } else {
+        Some(make_out_dir(&out_dir)?)
+    };
+    let backup = if args.no_backup {
+        None
+    } else {
+        Some(backup_before_write(&writer, &db, now)?)
+    };
+    recheck_after_backup(&db, &mut open_probe, backup.as_deref(), printer)?;
+    doc["backup"] = json!(backup);
     if !targets.is_empty() {
         // The bundle names the database file, as `doctor quarantine`'s does.
         let file = db.display().to_string();
         let moved = write_quarantine(
             &writer,
             &targets,
+            &fresh,
+            generation,
             &out_dir,
             &schema,
             &file,
             now,
             release.as_ref(),
         )?;
+        if let Some(m) = made.as_mut() {
+            m.keep();
+        }
         let bundles: Vec<String> = targets
             .keys()
             .map(|s| {
@@ -241,13 +277,16 @@ pub fn run(
         printer.note(&format!("finalized {} run(s)", plan.plan.len()));
     }
     drop(writer);
+    drop(open_probe);
     doc["finalized_runs"] = json!(plan.plan.len());
     doc["applied"] = Value::Bool(true);
 
-    let ws = Workspace::open_read_only(&db)?;
-    let after = scan_workspace(&ws, ScanOptions::default(), &mut |_, _| {})?;
-    let archived_after = archived_sessions(&ws)?;
-    drop(ws);
+    let (after, archived_after) = Workspace::read(&db, |ws| {
+        Ok((
+            scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?,
+            archived_sessions(ws)?,
+        ))
+    })?;
     let state = After {
         tool_writes_refused: after.maka_gate.tool_writes_refused,
         startup_blocked: !startup_blockers(&after, &archived_after).is_empty(),

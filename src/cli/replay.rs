@@ -107,12 +107,18 @@ pub fn run(
 /// Reads one session of a workspace database as a bundle. An unknown session is an
 /// error whose hint lists the nearest session ids.
 pub fn export_from_database(db: &Path, session: &str) -> Result<Bundle, CliError> {
-    let ws = Workspace::open_read_only(db)?;
-    let bundle = ws.export_session(session, &operation_ids_named)?;
+    // Every table of the session at one snapshot: Maka commits a tool call's rows in
+    // several tables at once, and a bundle must hold all of them or none.
+    let (bundle, ids) = Workspace::read(db, |ws| {
+        let bundle = ws.export_session(session, &operation_ids_named)?;
+        let empty = SessionRows::from_bundle(&bundle).is_ok_and(|r| r.is_empty());
+        let ids = if empty { Some(ws.session_ids()?) } else { None };
+        Ok((bundle, ids))
+    })?;
     let rows = SessionRows::from_bundle(&bundle)
         .map_err(|e| CliError::new(e.to_string(), "export the session again"))?;
     if rows.is_empty() {
-        let ids = ws.session_ids()?;
+        let ids = ids.unwrap_or_default();
         let near = nearest(session, &ids, 5);
         let hint = if near.is_empty() {
             "the workspace has no sessions".to_owned()
@@ -139,6 +145,23 @@ fn replay_bundle(bundle: &Bundle, run: Option<&str>) -> Result<Replay, CliError>
         )
     })?;
     let mut r = replay(&rows);
+    let s = &bundle.schema;
+    let writer = crate::release::generation_by_versions(
+        s.user_version,
+        s.registry.as_ref(),
+        s.capabilities.as_ref(),
+    );
+    if writer.is_some_and(crate::scan::release::keeps_session_files) {
+        r.add_session_note(
+            "transcript_in_files",
+            format!(
+                "Maka {} keeps this session's transcript in `sessions/{}/session.jsonl` beside \
+                 the database; replay compares the log with the run headers only",
+                writer.map(|g| g.display()).unwrap_or_default(),
+                r.session_id
+            ),
+        );
+    }
     if let Some(run) = run {
         if !r.keep_run(run) {
             let ids: Vec<String> = r.runs.iter().map(|x| x.run_id.clone()).collect();

@@ -244,10 +244,11 @@ fn scan_one(
         }
     };
     let shown = input.map_or_else(|| db.display().to_string(), |p| p.display().to_string());
-    let result = crate::db::Workspace::open_read_only(&db).and_then(|ws| {
-        let mut report = scan_workspace(&ws, opts, &mut progress)?;
+    // The scan and the diagnosis's reads at one snapshot.
+    let result = crate::db::Workspace::read(&db, |ws| {
+        let mut report = scan_workspace(ws, opts, &mut progress)?;
         // The diagnosis covers the whole file, as the gate does, whatever the filters.
-        let (d, finalize) = diagnose_workspace(&ws, &report, &shown)?;
+        let (d, finalize) = diagnose_workspace(ws, &report, &shown)?;
         align_hints(&mut report.findings, &d, &finalize);
         report.diagnosis = Some(d);
         Ok(report)

@@ -10,6 +10,10 @@
 //! - a rollback-journal file is opened `mode=ro` without `immutable`, so another
 //!   writer's lock and a hot journal are honoured, never read through.
 //!
+//! A read that takes no locks (`immutable=1`, or the private copy) is trusted only when
+//! the file and its companions did not change while it ran ([`Workspace::read`]): Maka
+//! may open the file meanwhile, and its checkpoint then writes pages under the read.
+//!
 //! Symbolic links are resolved first: SQLite looks for the `-wal` beside the real
 //! file. A `-wal`, `-shm` or `-journal` that is not a regular file (a FIFO would block
 //! the open) is refused. Nothing here checkpoints, sets `mmap_size`, analyzes, or writes outside
@@ -72,6 +76,11 @@ pub enum DbError {
     HotJournal { path: PathBuf, detail: String },
     #[error("`{path}` is damaged: {detail}")]
     Corrupt { path: PathBuf, detail: String },
+    #[error(
+        "`{path}` changed under every one of {MAX_READS} reads (something opened or wrote it \
+         while it was read without locks)"
+    )]
+    KeptChanging { path: PathBuf },
     #[error("`{path}`: {detail}")]
     Sqlite { path: PathBuf, detail: String },
 }
@@ -113,6 +122,9 @@ impl DbError {
                 "the file is damaged; keep a copy, run `wsledger doctor scan --integrity`, and \
                  restore from a backup if you have one"
                     .into()
+            }
+            DbError::KeptChanging { .. } => {
+                "Maka is probably starting or stopping: run the command again in a moment".into()
             }
             DbError::Sqlite { .. } => "check that the file is a Maka workspace database".into(),
         }
@@ -194,6 +206,11 @@ pub struct Workspace {
     twin: Option<(String, OpenFlags)>,
     /// Kept alive while a read needs a private copy (see `open_read_only`).
     _copy_dir: Option<tempfile::TempDir>,
+    /// For a read that takes no locks on the file (`immutable=1`, or a private copy of
+    /// it): the file as it was before the read began (see [`Workspace::read`]).
+    stamp: Option<Stamp>,
+    /// Opened in place through a `-wal`: Maka may be committing meanwhile.
+    live: bool,
 }
 
 /// A `file:` URI for an SQLite open: every byte of the path outside the unreserved
@@ -255,6 +272,12 @@ impl Workspace {
             return Workspace::open_private_copy(db, &real);
         }
         let immutable = !found.wal && header.wal_mode;
+        // Before the first page is read: what the read relies on staying as it is.
+        let stamp = if immutable {
+            Some(Stamp::take(&real)?)
+        } else {
+            None
+        };
         let query = if immutable {
             "mode=ro&immutable=1"
         } else {
@@ -271,6 +294,8 @@ impl Workspace {
                     path: db.to_path_buf(),
                     twin: immutable.then(|| (file_uri(&real, query), flags)),
                     _copy_dir: None,
+                    stamp,
+                    live: found.wal,
                 };
                 ws.prepare_read()?;
                 Ok(ws)
@@ -291,6 +316,8 @@ impl Workspace {
     }
 
     fn open_private_copy(db: &Path, real: &Path) -> Result<Workspace, DbError> {
+        // Taken before copying: a copy made while someone opened the file may be torn.
+        let stamp = Stamp::take(real)?;
         let dir = tempfile::tempdir().map_err(|e| DbError::Io {
             path: db.to_path_buf(),
             source: e,
@@ -313,6 +340,8 @@ impl Workspace {
             path: db.to_path_buf(),
             twin: Some((uri, flags)),
             _copy_dir: Some(dir),
+            stamp: Some(stamp),
+            live: false,
         };
         ws.prepare_read()?;
         Ok(ws)
@@ -363,6 +392,8 @@ impl Workspace {
             path: self.path.clone(),
             twin: None,
             _copy_dir: None,
+            stamp: None,
+            live: false,
         };
         ws.prepare_read()?;
         // It reads one table front to back: no lookups to keep pages for.
@@ -370,6 +401,65 @@ impl Workspace {
             .pragma_update(None, "cache_size", TWIN_CACHE_KIB)
             .map_err(|e| ws.err(&e))?;
         Ok(Some(ws))
+    }
+
+    /// Opens `db` read-only (see [`Workspace::open_read_only`]) and runs `read` on it
+    /// inside one read snapshot, so that every statement sees one committed state.
+    ///
+    /// A read that takes no locks is trusted only when the file did not change while it
+    /// ran: when it did (a `-wal` or `-shm` appeared, or the file's size, times or header
+    /// changed: Maka opened it and checkpointed under the read), or when the read met a
+    /// damaged page, it is done again before anything is reported. The next read opens
+    /// the file the way it then is (through the `-wal`, with SQLite's locking, once Maka
+    /// has it open), so damage is reported only when a read that honours locking, or one
+    /// the file provably did not change under, sees it.
+    pub fn read<T>(
+        db: &Path,
+        mut read: impl FnMut(&Workspace) -> Result<T, DbError>,
+    ) -> Result<T, DbError> {
+        let mut damage_seen = false;
+        for _ in 0..MAX_READS {
+            let ws = match Workspace::open_read_only(db) {
+                // The open already reads pages (the schema): judged like any read.
+                Err(e) if is_damage(&e) && !damage_seen => {
+                    damage_seen = true;
+                    continue;
+                }
+                other => other?,
+            };
+            let result = ws.read_snapshot().and_then(|_snapshot| read(&ws));
+            if ws.stamp.is_none() {
+                return result;
+            }
+            if ws.disturbed()? {
+                continue;
+            }
+            match result {
+                Err(e) if is_damage(&e) && !damage_seen => damage_seen = true,
+                other => return other,
+            }
+        }
+        Err(DbError::KeptChanging {
+            path: db.to_path_buf(),
+        })
+    }
+
+    /// Whether the file changed since a read that takes no locks began.
+    fn disturbed(&self) -> Result<bool, DbError> {
+        let Some(before) = &self.stamp else {
+            return Ok(false);
+        };
+        let real = std::fs::canonicalize(&self.path).map_err(|e| DbError::Io {
+            path: self.path.clone(),
+            source: e,
+        })?;
+        Ok(Stamp::take(&real)? != *before)
+    }
+
+    /// Whether this read is one snapshot of a file others may be committing to (it was
+    /// opened in place through its `-wal`).
+    pub fn is_live(&self) -> bool {
+        self.live
     }
 
     /// Holds one read snapshot until the guard is dropped: every statement run
@@ -412,6 +502,101 @@ impl Drop for ReadSnapshot<'_> {
             let _ = ws.conn.execute_batch("COMMIT");
         }
     }
+}
+
+/// How many reads [`Workspace::read`] makes at most before giving up.
+pub const MAX_READS: usize = 4;
+
+fn is_damage(e: &DbError) -> bool {
+    matches!(e, DbError::Corrupt { .. } | DbError::NotADatabase { .. })
+}
+
+/// A file's identity, size and times.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl FileStamp {
+    fn of(path: &Path) -> Result<Option<FileStamp>, DbError> {
+        use std::os::unix::fs::MetadataExt;
+        match std::fs::symlink_metadata(path) {
+            Ok(m) => Ok(Some(FileStamp {
+                dev: m.dev(),
+                ino: m.ino(),
+                len: m.len(),
+                mtime: (m.mtime(), m.mtime_nsec()),
+                ctime: (m.ctime(), m.ctime_nsec()),
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(DbError::Io {
+                path: path.to_path_buf(),
+                source: e,
+            }),
+        }
+    }
+}
+
+/// What a read without locks relies on staying the same: the database file (its
+/// identity, size, times and header, whose change counter a rollback-mode writer
+/// bumps), its `-wal` and whether a `-shm` exists (every connection in WAL mode
+/// makes one). Writing pages into the file changes its times even when neither the
+/// size nor the header changes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Stamp {
+    db: Option<FileStamp>,
+    header: Vec<u8>,
+    wal: Option<FileStamp>,
+    shm: Option<FileStamp>,
+}
+
+impl Stamp {
+    /// Takes the stamp of `real` (a resolved path). It opens the file to read its
+    /// header: never call it while a connection of this process holds SQLite locks on
+    /// the file (closing any descriptor of it would drop them).
+    fn take(real: &Path) -> Result<Stamp, DbError> {
+        use std::io::Read;
+        let io = |e| DbError::Io {
+            path: real.to_path_buf(),
+            source: e,
+        };
+        let mut header = Vec::with_capacity(100);
+        std::fs::File::open(real)
+            .and_then(|f| f.take(100).read_to_end(&mut header))
+            .map_err(io)?;
+        Ok(Stamp {
+            db: FileStamp::of(real)?,
+            header,
+            wal: FileStamp::of(&wal_path(real))?,
+            shm: FileStamp::of(&shm_path(real))?,
+        })
+    }
+}
+
+/// Environment variable naming a directory of FIFOs that pause a command at named
+/// points (tests only; see [`pause_point`]).
+pub const PAUSE_DIR_ENV: &str = "WSLEDGER_TEST_PAUSE_DIR";
+
+/// A test hook: when `$WSLEDGER_TEST_PAUSE_DIR/<name>.paused` exists (a FIFO the test
+/// made), opens it for writing and closes it (the test, reading it, learns that the
+/// command got here), then reads `<name>.resume` to its end (the test closes it when it
+/// has done what it does at this point). Waits on the test, not on a clock. Names are
+/// file names (`:` is kept, `/` never used).
+pub fn pause_point(name: &str) {
+    let Some(dir) = std::env::var_os(PAUSE_DIR_ENV).filter(|d| !d.is_empty()) else {
+        return;
+    };
+    let dir = PathBuf::from(dir);
+    let paused = dir.join(format!("{name}.paused"));
+    if !paused.exists() {
+        return;
+    }
+    let _ = std::fs::OpenOptions::new().write(true).open(&paused);
+    let _ = std::fs::read(dir.join(format!("{name}.resume")));
 }
 
 /// What the first 100 bytes say.
@@ -497,6 +682,92 @@ mod tests {
         assert_eq!(count(&ws), 1);
         drop(snapshot);
         assert_eq!(count(&ws), 2);
+    }
+
+    /// A WAL-mode file that no connection has open (no `-wal`): read `immutable=1`.
+    fn closed_wal_file(dir: &Path) -> PathBuf {
+        let db = dir.join("runtime.sqlite");
+        let c = Connection::open(&db).unwrap();
+        c.pragma_update(None, "journal_mode", "WAL").unwrap();
+        c.execute_batch("CREATE TABLE t(x); INSERT INTO t VALUES (1);")
+            .unwrap();
+        drop(c);
+        assert!(!wal_path(&db).exists());
+        db
+    }
+
+    fn count(ws: &Workspace) -> Result<i64, DbError> {
+        ws.conn()
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .map_err(|e| ws.err(&e))
+    }
+
+    fn injected(ws: &Workspace) -> DbError {
+        DbError::Corrupt {
+            path: ws.path().to_path_buf(),
+            detail: "injected".into(),
+        }
+    }
+
+    #[test]
+    fn damage_met_without_locks_is_read_again_before_it_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = closed_wal_file(dir.path());
+        let mut reads = 0;
+        let n = Workspace::read(&db, |ws| {
+            reads += 1;
+            assert!(ws.stamp.is_some(), "read without locks");
+            if reads == 1 {
+                return Err(injected(ws));
+            }
+            count(ws)
+        })
+        .unwrap();
+        assert_eq!((n, reads), (1, 2));
+        // Damage that a second read of the unchanged file sees too is reported.
+        let mut reads = 0;
+        let r = Workspace::read(&db, |ws| -> Result<(), DbError> {
+            reads += 1;
+            Err(injected(ws))
+        });
+        assert!(matches!(r, Err(DbError::Corrupt { .. })), "{r:?}");
+        assert_eq!(reads, 2);
+        assert!(!wal_path(&db).exists() && !shm_path(&db).exists());
+    }
+
+    #[test]
+    fn a_file_written_under_a_read_without_locks_is_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = closed_wal_file(dir.path());
+        let mut reads = 0;
+        let n = Workspace::read(&db, |ws| {
+            reads += 1;
+            let n = count(ws)?;
+            if reads == 1 {
+                // Maka opens the file, commits, checkpoints and quits meanwhile.
+                let maka = Connection::open(&db).unwrap();
+                maka.execute("INSERT INTO t VALUES (2)", []).unwrap();
+            }
+            Ok(n)
+        })
+        .unwrap();
+        assert_eq!((n, reads), (2, 2));
+    }
+
+    #[test]
+    fn a_read_through_the_wal_is_final() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = closed_wal_file(dir.path());
+        let maka = Connection::open(&db).unwrap();
+        maka.execute("INSERT INTO t VALUES (2)", []).unwrap();
+        let mut reads = 0;
+        let r = Workspace::read(&db, |ws| -> Result<(), DbError> {
+            reads += 1;
+            assert!(ws.is_live() && ws.stamp.is_none());
+            Err(injected(ws))
+        });
+        assert!(matches!(r, Err(DbError::Corrupt { .. })));
+        assert_eq!(reads, 1, "SQLite's locking already stood behind this read");
     }
 
     #[test]

@@ -157,6 +157,9 @@ impl Workspace {
         session_id: &str,
         operation_ids_named: &dyn Fn(&[Row]) -> Vec<String>,
     ) -> Result<Bundle, DbError> {
+        // Every query below sees one committed state (nothing new when the caller
+        // already holds a snapshot).
+        let _snapshot = self.read_snapshot()?;
         let facts = self.schema_facts()?;
         let has = |t: &str| facts.tables.iter().any(|x| x == t);
         if !has("runtime_events") {
@@ -177,6 +180,7 @@ impl Workspace {
             "runtime_partial_snapshots",
         ] {
             if has(table) {
+                super::pause_point(&format!("export:{table}"));
                 tables.push((table.to_owned(), self.rows(query(table, 0), key)?));
             }
         }
@@ -207,6 +211,7 @@ impl Workspace {
         let events = get(&tables, "runtime_events");
         let mut named: BTreeSet<String> = operation_ids_named(&events).into_iter().collect();
         if has("tool_operations") {
+            super::pause_point("export:tool_operations");
             let mut invocations: BTreeSet<String> = events
                 .iter()
                 .filter_map(|r| text_col(r, "invocation_id"))

@@ -300,6 +300,8 @@ impl Writer {
             path: db.to_path_buf(),
             twin: None,
             _copy_dir: None,
+            stamp: None,
+            live: false,
         };
         let e = |e: rusqlite::Error| DbError::from_sqlite(db, &e);
         ws.conn.busy_timeout(BUSY_TIMEOUT).map_err(e)?;

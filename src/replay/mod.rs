@@ -85,6 +85,7 @@ pub const NOTE_CODES: &[(&str, &str)] = &[
     ("run_not_inline", "the run is not session-inline (a child run); Maka's session view leaves it out"),
     ("tool_operation_legacy", "a tool_operations row without dispatch_event_id: a pre-authority legacy row Maka leaves alone"),
     ("continuation_source_elsewhere", "a continuation claim targets this session but its source run is in another session"),
+    ("transcript_in_files", "the workspace was written by Maka v0.1.2 or v0.1.3, which keep the session's transcript as a file (`sessions/<id>/session.jsonl` beside the database), not in session_messages: it is not compared"),
 ];
 
 /// A disagreement between a stored projection and the log (or damage in the log).
@@ -392,6 +393,12 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// Adds a session note of a registered code (`NOTE_CODES`).
+    pub fn add_session_note(&mut self, code: &'static str, message: impl Into<String>) {
+        debug_assert!(NOTE_CODES.iter().any(|(c, _)| *c == code));
+        self.notes.push(Note::new(code, message));
+    }
+
     /// Every divergence, run by run, then the session's.
     pub fn all_divergences(&self) -> impl Iterator<Item = &Divergence> {
         self.runs

@@ -176,6 +176,12 @@ fn render_table(
         "{} finding(s): {} error(s), {} warning(s), {} info; {} event(s), {} session(s), {} run(s), {} tool operation(s)",
         s.findings, s.errors, s.warnings, s.infos, s.events, s.sessions, s.runs, s.operations
     )?;
+    if s.live_snapshot {
+        writeln!(
+            out,
+            "read one snapshot of a live workspace (a `-wal` is present): commits made during the scan are not in this report"
+        )?;
+    }
     if let Some(e) = &report.expectations {
         let verdict = if e.matched { "match" } else { "MISMATCH" };
         writeln!(

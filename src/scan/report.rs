@@ -55,6 +55,9 @@ pub struct Summary {
     pub unsettled_operations: usize,
     /// The file equals a known Maka generation (any release, not only the newest).
     pub schema_current: bool,
+    /// The file was read in place through its `-wal`, at one snapshot: commits made
+    /// meanwhile (Maka running) are not in the report.
+    pub live_snapshot: bool,
 }
 
 /// One occurrence of a re-used identity.

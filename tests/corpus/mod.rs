@@ -1051,6 +1051,13 @@ pub fn unreadable_file() -> Built {
 /// does nothing unless `WSLEDGER_TEST_HOLD` is set).
 pub struct Holder(std::process::Child);
 
+impl Holder {
+    /// The holding process's pid.
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
 impl Drop for Holder {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -1060,7 +1067,7 @@ impl Drop for Holder {
 
 pub const HOLDING: &str = "wsledger-test-holder:holding";
 
-fn hold(db: &Path, sql: &str) -> Holder {
+pub fn hold(db: &Path, sql: &str) -> Holder {
     use std::io::BufRead;
     use std::process::{Command, Stdio};
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -1257,15 +1264,19 @@ pub fn stuck_run_through_a_symlink() -> Built {
     b
 }
 
-/// Another process holds a WAL write transaction: reading works, `--apply` waits a
-/// bounded time and gives up, writing nothing.
+/// Another process holds a WAL write transaction: reading works, `--apply` sees the
+/// process's locks and refuses at once (no marker needed), writing nothing.
 pub fn stuck_run_while_another_writer_holds_the_file() -> Built {
     let (t, ws) = fixture("stuck-running");
     let db = ws.join("runtime.sqlite");
     let h = hold(&db, &format!("BEGIN IMMEDIATE; {TOUCH}"));
     let mut b = stuck(t, ws).finalize(
         Outcome::Plan { runs: 1 },
-        Outcome::error("runtime.sqlite", "locked", "another process"),
+        Outcome::error(
+            "runtime.sqlite",
+            "another process has this database open (pid",
+            "quit Maka",
+        ),
     );
     b.guard = Some(h);
     b.timeout = Duration::from_secs(30);
