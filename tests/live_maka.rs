@@ -486,6 +486,7 @@ fn apply_refuses_while_another_process_has_the_database_open() {
     for (fixture, cmd) in [
         ("stuck-running", "finalize-runs"),
         ("orphan-response", "quarantine"),
+        ("corrupt-ledger", "repair"),
     ] {
         let (_ws_dir, ws) = common::copy_fixture(fixture);
         // Lock namespace, bundles and backups outside the workspace.
