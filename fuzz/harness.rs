@@ -81,25 +81,25 @@ pub fn args_hash(data: &[u8]) {
 /// The schema facts of a workspace at Maka's current schema (no schema findings: the
 /// target is the ledger, not a hundred `schema_object_missing`).
 fn current_schema() -> SchemaFacts {
-    use wsledger::db::schema::{target_schema, SchemaObject, CAPABILITIES, REGISTRY};
-    let objects: Vec<SchemaObject> = target_schema()
-        .into_iter()
-        .map(|(key, signature)| SchemaObject { key, signature })
+    use wsledger::db::schema::SchemaObject;
+    let main = wsledger::release::generation_of("main").expect("main is in the catalog");
+    let objects: Vec<SchemaObject> = main
+        .fresh()
+        .iter()
+        .map(|(key, signature)| SchemaObject {
+            key: key.clone(),
+            signature: signature.clone(),
+        })
         .collect();
     SchemaFacts {
-        user_version: wsledger::db::schema::RUNTIME_USER_VERSION,
+        user_version: main.user_version,
         tables: objects
             .iter()
             .filter_map(|o| o.key.strip_prefix("table:").map(str::to_owned))
             .collect(),
         objects,
-        registry: Some(
-            REGISTRY
-                .iter()
-                .map(|(s, v)| ((*s).to_owned(), *v))
-                .collect(),
-        ),
-        capabilities: Some(CAPABILITIES.iter().map(|c| ((*c).to_owned(), 1)).collect()),
+        registry: main.registry.clone(),
+        capabilities: main.capabilities.clone(),
     }
 }
 
