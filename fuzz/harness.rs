@@ -81,26 +81,9 @@ pub fn args_hash(data: &[u8]) {
 /// The schema facts of a workspace at Maka's current schema (no schema findings: the
 /// target is the ledger, not a hundred `schema_object_missing`).
 fn current_schema() -> SchemaFacts {
-    use wsledger::db::schema::SchemaObject;
-    let main = wsledger::release::generation_of("main").expect("main is in the catalog");
-    let objects: Vec<SchemaObject> = main
-        .fresh()
-        .iter()
-        .map(|(key, signature)| SchemaObject {
-            key: key.clone(),
-            signature: signature.clone(),
-        })
-        .collect();
-    SchemaFacts {
-        user_version: main.user_version,
-        tables: objects
-            .iter()
-            .filter_map(|o| o.key.strip_prefix("table:").map(str::to_owned))
-            .collect(),
-        objects,
-        registry: main.registry.clone(),
-        capabilities: main.capabilities.clone(),
-    }
+    wsledger::release::generation_of("main")
+        .expect("main is in the catalog")
+        .facts(0)
 }
 
 /// A run header record as Maka writes it, with the given identity and status.
