@@ -280,6 +280,65 @@ mod tests {
 
     const OK: &str = r#"{"runId":"r1","invocationId":"r1","sessionId":"s1","turnId":"t1","status":"running","backendKind":"ai-sdk","llmConnectionSlug":"x","modelId":"m","cwd":"/","permissionMode":"ask","createdAt":1,"updatedAt":2}"#;
 
+    fn with(key: &str, value: &str) -> String {
+        let mut v: serde_json::Value = serde_json::from_str(OK).unwrap();
+        v[key] = serde_json::from_str(value).unwrap();
+        v.to_string()
+    }
+
+    fn rules(tag: &str) -> HeaderRules {
+        crate::release::Rules::for_release(tag).header
+    }
+
+    #[test]
+    fn header_fields_are_known_from_their_release() {
+        for (key, value, since, before) in [
+            ("goalId", r#""g""#, "v0.1.3", "v0.1.2"),
+            (
+                "rootExecutionKind",
+                r#""context_compact""#,
+                "v0.1.4",
+                "v0.1.3",
+            ),
+            ("toolMode", r#""direct""#, "v0.1.6", "v0.1.5"),
+            ("runComposition", "{}", "v0.1.10", "v0.1.9"),
+            ("scheduledTaskId", r#""t""#, "v0.1.11", "v0.1.10"),
+            ("legacyAutomationId", r#""a""#, "v0.1.11", "v0.1.10"),
+        ] {
+            let rec = with(key, value);
+            assert!(
+                decode_header_as(&rec, "s1", "r1", &rules(since)).is_ok(),
+                "{key}"
+            );
+            assert!(
+                decode_header_as(&rec, "s1", "r1", &rules(before)).is_err(),
+                "{key} before {since}"
+            );
+        }
+    }
+
+    #[test]
+    fn pi_agent_and_automation_id_by_release() {
+        let pi = with("backendKind", r#""pi-agent""#);
+        assert!(decode_header_as(&pi, "s1", "r1", &rules("v0.1.10")).is_ok());
+        assert!(decode_header_as(&pi, "s1", "r1", &rules("v0.1.11")).is_err());
+        // `automationId` decodes everywhere; from v0.1.11 it is read as
+        // `legacyAutomationId` and excludes every other trigger id.
+        let auto = with("automationId", r#""a""#);
+        let old = decode_header_as(&auto, "s1", "r1", &rules("v0.1.5")).unwrap();
+        assert!(old.record.contains_key("automationId"));
+        let new = decode_header_as(&auto, "s1", "r1", &rules("v0.1.11")).unwrap();
+        assert!(new.record.contains_key("legacyAutomationId"));
+        let mut both: serde_json::Value = serde_json::from_str(&auto).unwrap();
+        both["agentGraphWakeId"] = serde_json::json!("w");
+        let both = both.to_string();
+        assert!(decode_header_as(&both, "s1", "r1", &rules("v0.1.5")).is_ok());
+        assert!(decode_header_as(&both, "s1", "r1", &rules("main")).is_err());
+        let mut goal: serde_json::Value = serde_json::from_str(&auto).unwrap();
+        goal["goalId"] = serde_json::json!("g");
+        assert!(decode_header_as(&goal.to_string(), "s1", "r1", &rules("v0.1.5")).is_err());
+    }
+
     #[test]
     fn decodes_a_running_header() {
         let h = decode_header(OK, "s1", "r1").unwrap();

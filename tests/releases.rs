@@ -419,3 +419,51 @@ fn an_empty_workspace_of_every_release_is_recognised_and_clean() {
         assert_eq!(refused, want, "{tag}: {}", doc["upgrade"]);
     }
 }
+
+/// A session header Maka cannot read blocks its start-up; quarantine names it as the
+/// reason and its "after" has no blocker left.
+#[test]
+fn quarantine_sets_aside_a_session_whose_header_maka_cannot_read() {
+    let (_t, ws) = copy_fixture("releases/v0.1.11/healthy");
+    let db = ws.join("runtime.sqlite");
+    let session: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT min(session_id) FROM session_metadata", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    sql(
+        &db,
+        &format!(
+            "UPDATE session_metadata SET payload_json = json_set(payload_json, '$.backend', 'pi-agent') \
+             WHERE session_id = '{session}'"
+        ),
+    );
+    let out = wsledger(&[
+        "doctor",
+        "quarantine",
+        "--format",
+        "json",
+        "-w",
+        ws.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let doc = json(&out.stdout);
+    assert_eq!(doc["before"]["startup_blocked"], true, "{doc}");
+    assert_eq!(
+        doc["before"]["startup_blockers"][0]["code"],
+        "session_header_undecodable"
+    );
+    assert!(doc["before"]["startup_blockers"][0]["run_id"].is_null());
+    assert_eq!(doc["after"]["startup_blocked"], false, "{doc}");
+    let s = &doc["sessions"][0];
+    assert_eq!(s["session_id"], session.as_str());
+    assert!(
+        s["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["code"] == "session_header_undecodable" && r["id"].is_null()),
+        "{s}"
+    );
+}
