@@ -318,6 +318,23 @@ mod tests {
     }
 
     #[test]
+    fn run_event_types_are_a_closed_list_before_v014() {
+        let ev = |ty: &str| {
+            format!(
+                r#"{{"type":"{ty}","id":"e","runId":"r1","sessionId":"s1","turnId":"t1","ts":1}}"#
+            )
+        };
+        let ok = |ty: &str, tag: &str| {
+            check_run_event_as(&ev(ty), "s1", "r1", Some("t1"), &rules(tag)).is_ok()
+        };
+        assert!(ok("usage_recorded", "v0.1.2") && !ok("usage_recorded", "v0.1.3"));
+        assert!(
+            !ok("graph_supervisor_yielded", "v0.1.2") && ok("graph_supervisor_yielded", "v0.1.3")
+        );
+        assert!(!ok("anything_new", "v0.1.3") && ok("anything_new", "v0.1.4"));
+    }
+
+    #[test]
     fn pi_agent_and_automation_id_by_release() {
         let pi = with("backendKind", r#""pi-agent""#);
         assert!(decode_header_as(&pi, "s1", "r1", &rules("v0.1.10")).is_ok());
@@ -377,6 +394,34 @@ pub fn check_run_event(
         return Ok(());
     }
     check_run_event_exact(record_json, session_id, run_id, turn_id)
+}
+
+/// [`check_run_event`] under the rules of the release that wrote the file: v0.1.2 and
+/// v0.1.3 accept only the run-event types they list.
+pub fn check_run_event_as(
+    record_json: &str,
+    session_id: &str,
+    run_id: &str,
+    turn_id: Option<&str>,
+    rules: &HeaderRules,
+) -> Result<(), String> {
+    check_run_event(record_json, session_id, run_id, turn_id)?;
+    let Some(types) = rules.run_event_types else {
+        return Ok(());
+    };
+    let value = crate::json::parse(record_json).map_err(|e| e.to_string())?;
+    let ty = value
+        .as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(crate::json::Json::as_str)
+        .unwrap_or_default();
+    if types.contains(&ty) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`type` {ty:?} is not a run-event type of this release"
+        ))
+    }
 }
 
 /// The fast path (it runs on every run event of the workspace, and `data` can be
