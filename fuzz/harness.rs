@@ -81,26 +81,9 @@ pub fn args_hash(data: &[u8]) {
 /// The schema facts of a workspace at Maka's current schema (no schema findings: the
 /// target is the ledger, not a hundred `schema_object_missing`).
 fn current_schema() -> SchemaFacts {
-    use wsledger::db::schema::{target_schema, SchemaObject, CAPABILITIES, REGISTRY};
-    let objects: Vec<SchemaObject> = target_schema()
-        .into_iter()
-        .map(|(key, signature)| SchemaObject { key, signature })
-        .collect();
-    SchemaFacts {
-        user_version: wsledger::db::schema::RUNTIME_USER_VERSION,
-        tables: objects
-            .iter()
-            .filter_map(|o| o.key.strip_prefix("table:").map(str::to_owned))
-            .collect(),
-        objects,
-        registry: Some(
-            REGISTRY
-                .iter()
-                .map(|(s, v)| ((*s).to_owned(), *v))
-                .collect(),
-        ),
-        capabilities: Some(CAPABILITIES.iter().map(|c| ((*c).to_owned(), 1)).collect()),
-    }
+    wsledger::release::generation_of("main")
+        .expect("main is in the catalog")
+        .facts(0)
 }
 
 /// A run header record as Maka writes it, with the given identity and status.

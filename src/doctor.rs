@@ -535,7 +535,7 @@ pub fn scan_workspace_without(
                     let mine = briefs.as_ref().ok().cloned().flatten();
                     let _ = briefs_tx.send(briefs);
                     let bad = if has_run_events {
-                        run_event_findings(&t, gone, mine.as_deref())?
+                        run_event_findings(&t, gone, mine.as_deref(), &rules.header)?
                     } else {
                         Vec::new()
                     };
@@ -575,7 +575,9 @@ pub fn scan_workspace_without(
                 store.ordinals = Some(ordinals);
                 bad
             }
-            None if has_run_events => run_event_findings(ws, &gone, store.briefs.as_deref())?,
+            None if has_run_events => {
+                run_event_findings(ws, &gone, store.briefs.as_deref(), &rules.header)?
+            }
             None => Vec::new(),
         };
         let mut bad = bad;
@@ -865,6 +867,7 @@ fn run_event_findings(
     ws: &Workspace,
     gone: &Exclusion,
     briefs: Option<&HeaderBriefs>,
+    rules: &crate::release::rules::HeaderRules,
 ) -> Result<Vec<crate::findings::Finding>, DbError> {
     let mut bad = Vec::new();
     // The turn of a decoded header, as Maka reads it; other runs are looked up.
@@ -876,7 +879,7 @@ fn run_event_findings(
         if gone.session(s) {
             return;
         }
-        if let Err(why) = crate::header::check_run_event(record, s, r, turn) {
+        if let Err(why) = crate::header::check_run_event_as(record, s, r, turn, rules) {
             bad.push((
                 (s.to_owned(), r.to_owned(), seq),
                 crate::findings::Finding::new(

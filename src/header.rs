@@ -280,6 +280,82 @@ mod tests {
 
     const OK: &str = r#"{"runId":"r1","invocationId":"r1","sessionId":"s1","turnId":"t1","status":"running","backendKind":"ai-sdk","llmConnectionSlug":"x","modelId":"m","cwd":"/","permissionMode":"ask","createdAt":1,"updatedAt":2}"#;
 
+    fn with(key: &str, value: &str) -> String {
+        let mut v: serde_json::Value = serde_json::from_str(OK).unwrap();
+        v[key] = serde_json::from_str(value).unwrap();
+        v.to_string()
+    }
+
+    fn rules(tag: &str) -> HeaderRules {
+        crate::release::Rules::for_release(tag).header
+    }
+
+    #[test]
+    fn header_fields_are_known_from_their_release() {
+        for (key, value, since, before) in [
+            ("goalId", r#""g""#, "v0.1.3", "v0.1.2"),
+            (
+                "rootExecutionKind",
+                r#""context_compact""#,
+                "v0.1.4",
+                "v0.1.3",
+            ),
+            ("toolMode", r#""direct""#, "v0.1.6", "v0.1.5"),
+            ("runComposition", "{}", "v0.1.10", "v0.1.9"),
+            ("scheduledTaskId", r#""t""#, "v0.1.11", "v0.1.10"),
+            ("legacyAutomationId", r#""a""#, "v0.1.11", "v0.1.10"),
+        ] {
+            let rec = with(key, value);
+            assert!(
+                decode_header_as(&rec, "s1", "r1", &rules(since)).is_ok(),
+                "{key}"
+            );
+            assert!(
+                decode_header_as(&rec, "s1", "r1", &rules(before)).is_err(),
+                "{key} before {since}"
+            );
+        }
+    }
+
+    #[test]
+    fn run_event_types_are_a_closed_list_before_v014() {
+        let ev = |ty: &str| {
+            format!(
+                r#"{{"type":"{ty}","id":"e","runId":"r1","sessionId":"s1","turnId":"t1","ts":1}}"#
+            )
+        };
+        let ok = |ty: &str, tag: &str| {
+            check_run_event_as(&ev(ty), "s1", "r1", Some("t1"), &rules(tag)).is_ok()
+        };
+        assert!(ok("usage_recorded", "v0.1.2") && !ok("usage_recorded", "v0.1.3"));
+        assert!(
+            !ok("graph_supervisor_yielded", "v0.1.2") && ok("graph_supervisor_yielded", "v0.1.3")
+        );
+        assert!(!ok("anything_new", "v0.1.3") && ok("anything_new", "v0.1.4"));
+    }
+
+    #[test]
+    fn pi_agent_and_automation_id_by_release() {
+        let pi = with("backendKind", r#""pi-agent""#);
+        assert!(decode_header_as(&pi, "s1", "r1", &rules("v0.1.10")).is_ok());
+        assert!(decode_header_as(&pi, "s1", "r1", &rules("v0.1.11")).is_err());
+        // `automationId` decodes everywhere; from v0.1.11 it is read as
+        // `legacyAutomationId` and excludes every other trigger id.
+        let auto = with("automationId", r#""a""#);
+        let old = decode_header_as(&auto, "s1", "r1", &rules("v0.1.5")).unwrap();
+        assert!(old.record.contains_key("automationId"));
+        let new = decode_header_as(&auto, "s1", "r1", &rules("v0.1.11")).unwrap();
+        assert!(new.record.contains_key("legacyAutomationId"));
+        let mut both: serde_json::Value = serde_json::from_str(&auto).unwrap();
+        both["agentGraphWakeId"] = serde_json::json!("w");
+        let both = both.to_string();
+        assert!(decode_header_as(&both, "s1", "r1", &rules("v0.1.5")).is_ok());
+        assert!(decode_header_as(&both, "s1", "r1", &rules("main")).is_err());
+        let mut goal: serde_json::Value = serde_json::from_str(&auto).unwrap();
+        goal["goalId"] = serde_json::json!("g");
+        assert!(decode_header_as(&goal.to_string(), "s1", "r1", &rules("v0.1.5")).is_err());
+    }
+
     #[test]
     fn decodes_a_running_header() {
         let h = decode_header(OK, "s1", "r1").unwrap();
@@ -318,6 +394,34 @@ pub fn check_run_event(
         return Ok(());
     }
     check_run_event_exact(record_json, session_id, run_id, turn_id)
+}
+
+/// [`check_run_event`] under the rules of the release that wrote the file: v0.1.2 and
+/// v0.1.3 accept only the run-event types they list.
+pub fn check_run_event_as(
+    record_json: &str,
+    session_id: &str,
+    run_id: &str,
+    turn_id: Option<&str>,
+    rules: &HeaderRules,
+) -> Result<(), String> {
+    check_run_event(record_json, session_id, run_id, turn_id)?;
+    let Some(types) = rules.run_event_types else {
+        return Ok(());
+    };
+    let value = crate::json::parse(record_json).map_err(|e| e.to_string())?;
+    let ty = value
+        .as_object()
+        .and_then(|o| o.get("type"))
+        .and_then(crate::json::Json::as_str)
+        .unwrap_or_default();
+    if types.contains(&ty) {
+        Ok(())
+    } else {
+        Err(format!(
+            "`type` {ty:?} is not a run-event type of this release"
+        ))
+    }
 }
 
 /// The fast path (it runs on every run event of the workspace, and `data` can be

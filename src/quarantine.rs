@@ -49,6 +49,16 @@ pub fn startup_blockers(
         .filter(|r| !archived.contains(&r.session_id))
         .filter_map(|r| startup_code(r).map(|c| (r.session_id.clone(), r.run_id.clone(), c)))
         .collect();
+    // So does a session header it cannot read (every session's, archived ones too);
+    // it names no run, so its run is "".
+    for f in &report.findings {
+        if let (true, Some(s)) = (f.code == "session_header_undecodable", &f.session_id) {
+            let key = (s.clone(), String::new(), "session_header_undecodable");
+            if !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
     // A run event Maka cannot decode stops its strict recovery just the same.
     for f in &report.findings {
         if let (true, Some(s), Some(r)) =
@@ -100,7 +110,7 @@ pub fn damaged_sessions(
     for (s, r, code) in startup_blockers(report, archived) {
         out.entry(s).or_default().insert(Reason {
             code: code.to_owned(),
-            id: Some(r),
+            id: (!r.is_empty()).then_some(r),
         });
     }
     out.remove(WORKSPACE_AUTHORITY_SESSION);

@@ -313,3 +313,157 @@ fn replay_of_a_v012_session_names_its_transcript_file() {
         out.stdout
     );
 }
+
+/// An empty workspace of every release, built from that release's own schema dump
+/// (objects, registry rows, capability rows, `user_version`): recognised exactly as its
+/// release, scanned with exit 0 and no warning or error, and previewed.
+#[test]
+fn an_empty_workspace_of_every_release_is_recognised_and_clean() {
+    for tag in [
+        "v0.1.0", "v0.1.1", "v0.1.2", "v0.1.3", "v0.1.4", "v0.1.5", "v0.1.6", "v0.1.7", "v0.1.8",
+        "v0.1.9", "v0.1.10", "v0.1.11",
+    ] {
+        let dump = json(
+            &std::fs::read_to_string(format!("fixtures/releases/schemas/{tag}.json")).unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("runtime.sqlite");
+        let c = rusqlite::Connection::open(&db).unwrap();
+        // Tables first, then what refers to them.
+        let rank = |o: &Value| match o["type"].as_str().unwrap() {
+            "table" => 0,
+            "index" => 1,
+            "view" => 2,
+            _ => 3,
+        };
+        let mut objects: Vec<&Value> = dump["objects"].as_array().unwrap().iter().collect();
+        objects.sort_by_key(|o| rank(o));
+        for o in objects {
+            if o["name"].as_str().unwrap().starts_with("sqlite_") {
+                continue;
+            }
+            if let Some(sql) = o["sql"].as_str() {
+                c.execute_batch(sql)
+                    .unwrap_or_else(|e| panic!("{tag}: {e}: {sql}"));
+            }
+        }
+        for r in dump["registry"].as_array().into_iter().flatten() {
+            c.execute(
+                "INSERT INTO operational_schema_migrations(scope, version, applied_at) \
+                 VALUES (?1, ?2, ?3)",
+                rusqlite::params![
+                    r["scope"].as_str().unwrap(),
+                    r["version"].as_i64().unwrap(),
+                    r["applied_at"].as_i64().unwrap_or(1)
+                ],
+            )
+            .unwrap_or_else(|e| panic!("{tag}: registry: {e}"));
+        }
+        let uv = dump["user_version"].as_i64().unwrap();
+        let has_caps: bool = c
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'runtime_capabilities'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap()
+            == 1;
+        if has_caps {
+            for (min, cap) in [
+                (5, "runtime_recovery_authority"),
+                (6, "runtime_continuation_authority"),
+                (7, "runtime_workspace_version_authority"),
+            ] {
+                if uv >= min {
+                    c.execute(
+                        "INSERT INTO runtime_capabilities(capability, version) VALUES (?1, 1)",
+                        [cap],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        c.pragma_update(None, "user_version", uv).unwrap();
+        drop(c);
+        let (status, doc) = scan(dir.path());
+        assert_eq!(status, 0, "{tag}: {doc}");
+        let wr = &doc["workspace_release"];
+        assert_eq!(wr["exact"], true, "{tag}: {wr}");
+        assert!(
+            wr["matches"].as_array().unwrap().iter().any(|m| m == tag),
+            "{tag}: {wr}"
+        );
+        let loud: Vec<&Value> = doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| {
+                f["severity"] != "info" && !f["code"].as_str().unwrap().starts_with("upgrade_")
+            })
+            .collect();
+        assert!(loud.is_empty(), "{tag}: {loud:?}");
+        let refused: Vec<&str> = doc["upgrade"]["targets"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter(|t| t["migration"] == "refuses")
+                    .map(|t| t["release"].as_str().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let want: &[&str] = match tag {
+            "v0.1.2" => &["v0.1.11", "main"],
+            "v0.1.3" => &["v0.1.11"],
+            _ => &[],
+        };
+        assert_eq!(refused, want, "{tag}: {}", doc["upgrade"]);
+    }
+}
+
+/// A session header Maka cannot read blocks its start-up; quarantine names it as the
+/// reason and its "after" has no blocker left.
+#[test]
+fn quarantine_sets_aside_a_session_whose_header_maka_cannot_read() {
+    let (_t, ws) = copy_fixture("releases/v0.1.11/healthy");
+    let db = ws.join("runtime.sqlite");
+    let session: String = rusqlite::Connection::open(&db)
+        .unwrap()
+        .query_row("SELECT min(session_id) FROM session_metadata", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    sql(
+        &db,
+        &format!(
+            "UPDATE session_metadata SET payload_json = json_set(payload_json, '$.backend', 'pi-agent') \
+             WHERE session_id = '{session}'"
+        ),
+    );
+    let out = wsledger(&[
+        "doctor",
+        "quarantine",
+        "--format",
+        "json",
+        "-w",
+        ws.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let doc = json(&out.stdout);
+    assert_eq!(doc["before"]["startup_blocked"], true, "{doc}");
+    assert_eq!(
+        doc["before"]["startup_blockers"][0]["code"],
+        "session_header_undecodable"
+    );
+    assert!(doc["before"]["startup_blockers"][0]["run_id"].is_null());
+    assert_eq!(doc["after"]["startup_blocked"], false, "{doc}");
+    let s = &doc["sessions"][0];
+    assert_eq!(s["session_id"], session.as_str());
+    assert!(
+        s["reasons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["code"] == "session_header_undecodable" && r["id"].is_null()),
+        "{s}"
+    );
+}

@@ -1,41 +1,27 @@
-//! The embedded target schema equals the schema Maka itself created, and every real
-//! fixture matches it. `WSLEDGER_BLESS=1` rewrites the embedded file from `fixtures/healthy`.
+//! The catalog's main-branch generation is the schema Maka's main build created
+//! (`fixtures/healthy`), and every main-branch fixture equals it exactly.
 
 use std::path::Path;
 
-use wsledger::db::schema::diff_schema;
 use wsledger::db::Workspace;
-
-const TARGET: &str = "src/db/target_schema.txt";
+use wsledger::release::{differences, generation_of, recognize};
 
 #[test]
-fn target_schema_is_the_one_maka_created() {
-    let ws = Workspace::open_read_only(Path::new("fixtures/healthy/runtime.sqlite")).unwrap();
-    let facts = ws.schema_facts().unwrap();
-    let mut lines: Vec<String> = facts
-        .objects
-        .iter()
-        .map(|o| format!("{}\t{}", o.key, o.signature))
-        .collect();
-    lines.sort();
-    let text = lines.join("\n") + "\n";
-    if std::env::var_os("WSLEDGER_BLESS").is_some() {
-        std::fs::write(TARGET, &text).unwrap();
-    }
+fn mains_generation_is_the_one_maka_created() {
+    let main = generation_of("main").unwrap();
     assert_eq!(
-        lines.len(),
+        main.fresh().len(),
         117,
         "Maka's target has 68 tables, 46 indexes and 3 triggers"
     );
-    let embedded = std::fs::read_to_string(TARGET).unwrap();
-    assert!(
-        embedded == text,
-        "{TARGET} is stale: run `WSLEDGER_BLESS=1 cargo test --test schema_target`"
-    );
+    let ws = Workspace::open_read_only(Path::new("fixtures/healthy/runtime.sqlite")).unwrap();
+    let facts = ws.schema_facts().unwrap();
+    let d = differences(&facts, main, &main.variants[0]);
+    assert!(d.is_empty(), "{:?}", d.lines());
 }
 
 #[test]
-fn every_real_fixture_has_the_current_schema() {
+fn every_main_fixture_is_recognised_as_main() {
     for entry in std::fs::read_dir("fixtures").unwrap() {
         let dir = entry.unwrap().path();
         let db = dir.join("runtime.sqlite");
@@ -45,7 +31,8 @@ fn every_real_fixture_has_the_current_schema() {
         let ws = Workspace::open_read_only(&db).unwrap();
         let facts = ws.schema_facts().unwrap();
         assert_eq!(facts.user_version, 12, "{}", dir.display());
-        let diff = diff_schema(&facts.objects);
-        assert!(diff.is_empty(), "{}: {diff:?}", dir.display());
+        let r = recognize(&facts);
+        assert!(r.exact(), "{}: {:?}", dir.display(), r.differences.lines());
+        assert_eq!(r.matches(), ["main"], "{}", dir.display());
     }
 }

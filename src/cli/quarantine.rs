@@ -93,7 +93,11 @@ fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
         "startup_blocked": !blockers.is_empty(),
         "startup_blockers": blockers
             .iter()
-            .map(|(s, r, c)| json!({"session_id": s, "run_id": r, "code": c}))
+            .map(|(s, r, c)| {
+                // A session header names no run.
+                let run = (!r.is_empty()).then_some(r);
+                json!({"session_id": s, "run_id": run, "code": c})
+            })
             .collect::<Vec<_>>(),
     })
 }

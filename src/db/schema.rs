@@ -1,36 +1,10 @@
-//! What Maka's current workspace schema is, and how a file differs from it.
+//! Schema objects as Maka compares them.
 //!
-//! Maka refuses to open a file whose schema objects differ from its target in any
-//! way (a missing, changed or extra table, index, trigger or view). It compares a
-//! normalized form of each object's SQL; `normalize_sql` reproduces that form so the
-//! comparison here is the one Maka makes. Pure: no SQL is run in this module.
-
-use std::collections::BTreeMap;
-
-/// `user_version` of the runtime scope Maka writes today.
-pub const RUNTIME_USER_VERSION: i64 = 12;
-
-/// `operational_schema_migrations` rows of the current schema (scope, version).
-pub const REGISTRY: &[(&str, i64)] = &[
-    ("runtime", 12),
-    ("session_metadata", 28),
-    ("core_execution", 4),
-    ("workflow", 9),
-    ("usage", 5),
-    ("artifact", 1),
-    ("operational", 2),
-];
-
-/// `runtime_capabilities` rows, each at version 1.
-pub const CAPABILITIES: &[&str] = &[
-    "runtime_recovery_authority",
-    "runtime_continuation_authority",
-    "runtime_workspace_version_authority",
-];
-
-/// The normalized schema objects of a Maka workspace at the current version, taken
-/// from a database Maka itself created (`fixtures/healthy`); a test keeps it in step.
-const TARGET_SCHEMA: &str = include_str!("target_schema.txt");
+//! Maka (v0.1.11 and later) refuses to open a file whose schema objects differ from its
+//! target in any way (a missing, changed or extra table, index, trigger or view). It
+//! compares a normalized form of each object's SQL; `normalize_sql` reproduces that
+//! form, so the release catalog (`crate::release`) compares what Maka compares. Pure: no
+//! SQL is run in this module.
 
 /// One schema object: `type:name` and its normalized signature `type:tbl_name:sql`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,17 +45,7 @@ fn released_exception(signature: &str) -> String {
     out
 }
 
-/// The target schema as `key → signature`.
-pub fn target_schema() -> BTreeMap<String, String> {
-    TARGET_SCHEMA
-        .lines()
-        .filter(|l| !l.is_empty())
-        .filter_map(|l| l.split_once('\t'))
-        .map(|(k, s)| (k.to_owned(), s.to_owned()))
-        .collect()
-}
-
-/// How one file's schema objects differ from the target.
+/// How one file's schema objects differ from a generation's.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SchemaDiff {
     pub missing: Vec<String>,
@@ -93,29 +57,6 @@ impl SchemaDiff {
     pub fn is_empty(&self) -> bool {
         self.missing.is_empty() && self.changed.is_empty() && self.unexpected.is_empty()
     }
-}
-
-/// Compares actual objects against the target.
-pub fn diff_schema(actual: &[SchemaObject]) -> SchemaDiff {
-    let target = target_schema();
-    let actual: BTreeMap<&str, &str> = actual
-        .iter()
-        .map(|o| (o.key.as_str(), o.signature.as_str()))
-        .collect();
-    let mut diff = SchemaDiff::default();
-    for (key, sig) in &target {
-        match actual.get(key.as_str()) {
-            None => diff.missing.push(key.clone()),
-            Some(s) if *s != sig => diff.changed.push(key.clone()),
-            Some(_) => {}
-        }
-    }
-    for key in actual.keys() {
-        if !target.contains_key(*key) {
-            diff.unexpected.push((*key).to_owned());
-        }
-    }
-    diff
 }
 
 /// Maka's SQL normalization: comments dropped, runs of white space folded to one
@@ -230,24 +171,5 @@ mod tests {
             "{}",
             o.signature
         );
-    }
-
-    #[test]
-    fn diff_reports_missing_changed_and_unexpected() {
-        let mut actual: Vec<SchemaObject> = target_schema()
-            .into_iter()
-            .map(|(key, signature)| SchemaObject { key, signature })
-            .collect();
-        assert!(diff_schema(&actual).is_empty());
-        let removed = actual.remove(0);
-        actual[0].signature.push('x');
-        actual.push(SchemaObject {
-            key: "index:doctor_idx".into(),
-            signature: "s".into(),
-        });
-        let d = diff_schema(&actual);
-        assert_eq!(d.missing, vec![removed.key]);
-        assert_eq!(d.changed.len(), 1);
-        assert_eq!(d.unexpected, vec!["index:doctor_idx".to_owned()]);
     }
 }

@@ -112,6 +112,29 @@ impl Generation {
         &self.variants[0].objects
     }
 
+    /// The schema facts of a file that is exactly variant `v` of this generation (for
+    /// tests and fuzzing, which need a file the catalog knows).
+    pub fn facts(&self, v: usize) -> SchemaFacts {
+        let objects: Vec<crate::db::schema::SchemaObject> = self.variants[v]
+            .objects
+            .iter()
+            .map(|(key, signature)| crate::db::schema::SchemaObject {
+                key: key.clone(),
+                signature: signature.clone(),
+            })
+            .collect();
+        SchemaFacts {
+            user_version: self.user_version,
+            tables: objects
+                .iter()
+                .filter_map(|o| o.key.strip_prefix("table:").map(str::to_owned))
+                .collect(),
+            objects,
+            registry: self.registry.clone(),
+            capabilities: self.capabilities.clone(),
+        }
+    }
+
     /// Whether the generation has a table of this name (in its fresh form).
     pub fn has_table(&self, name: &str) -> bool {
         self.fresh().contains_key(&format!("table:{name}"))
@@ -431,23 +454,6 @@ mod tests {
     use super::*;
     use crate::db::schema::SchemaObject;
 
-    fn facts_of(g: &Generation, v: usize) -> SchemaFacts {
-        SchemaFacts {
-            user_version: g.user_version,
-            tables: Vec::new(),
-            objects: g.variants[v]
-                .objects
-                .iter()
-                .map(|(k, s)| SchemaObject {
-                    key: k.clone(),
-                    signature: s.clone(),
-                })
-                .collect(),
-            registry: g.registry.clone(),
-            capabilities: g.capabilities.clone(),
-        }
-    }
-
     #[test]
     fn every_release_has_one_generation_in_order() {
         let mut seen = Vec::new();
@@ -466,7 +472,7 @@ mod tests {
     fn each_variant_is_recognised_as_its_generation() {
         for g in catalog() {
             for (i, v) in g.variants.iter().enumerate() {
-                let r = recognize(&facts_of(g, i));
+                let r = recognize(&g.facts(i));
                 assert!(
                     r.exact(),
                     "{} {}: {:?}",
@@ -482,7 +488,7 @@ mod tests {
     #[test]
     fn one_extra_index_is_closest_to_its_generation() {
         let g = generation_of("v0.1.7").unwrap();
-        let mut facts = facts_of(g, 0);
+        let mut facts = g.facts(0);
         facts.objects.push(SchemaObject {
             key: "index:doctor_extra".into(),
             signature: "index:runtime_events:CREATE INDEX DOCTOR_EXTRA ON RUNTIME_EVENTS(RUN_ID)"

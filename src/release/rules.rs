@@ -71,6 +71,9 @@ pub struct HeaderRules {
     pub session_tool_profile: bool,
     /// Session headers: `externalOrigin` is checked (main, after v0.1.11).
     pub session_external_origin: bool,
+    /// Run events: a closed list of types (v0.1.2 and v0.1.3); `None`: any type that is
+    /// not blank (v0.1.4 and later).
+    pub run_event_types: Option<&'static [&'static str]>,
 }
 
 impl DecoderRules {
@@ -96,6 +99,122 @@ impl Default for DecoderRules {
     }
 }
 
+/// The run-event types v0.1.2 accepts (`AGENT_RUN_EVENT_TYPES` at that tag).
+const RUN_EVENT_TYPES_V012: &[&str] = &[
+    "run_created",
+    "run_started",
+    "turn_started",
+    "sandbox_context_resolved",
+    "plan_context_resolved",
+    "plan_submitted",
+    "plan_execution_started",
+    "plan_progress_updated",
+    "plan_execution_completed",
+    "plan_execution_cancelled",
+    "plan_execution_interrupted",
+    "plan_execution_resumed",
+    "plan_transition_failed",
+    "run_status_changed",
+    "model_resolved",
+    "model_resolve_failed",
+    "model_stream_started",
+    "model_stream_completed",
+    "model_stream_failed",
+    "tool_started",
+    "tool_completed",
+    "tool_failed",
+    "skill_catalog_built",
+    "skill_searched",
+    "skill_loaded",
+    "skill_load_failed",
+    "permission_requested",
+    "permission_decided",
+    "permission_failed",
+    "approval_routed",
+    "auto_review_started",
+    "auto_review_decided",
+    "auto_review_failed",
+    "sandbox_escalation_requested",
+    "sandbox_escalation_granted",
+    "sandbox_escalation_denied",
+    "sandbox_escalation_applied",
+    "sandbox_escalation_failed",
+    "sandbox_denial_detected",
+    "usage_recorded",
+    "provider_request_captured",
+    "provider_request_attempt_recorded",
+    "model_call_attempt_recorded",
+    "history_compact_checkpoint_recorded",
+    "active_full_compact_block_recorded",
+    "semantic_compact_block_recorded",
+    "task_gate_decided",
+    "abort_requested",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+    "trace_write_failed",
+    "event_corrupt",
+];
+
+/// v0.1.3's list: v0.1.2's with `graph_supervisor_yielded` and
+/// `send_diagnostics_recorded`, without `usage_recorded`.
+const RUN_EVENT_TYPES_V013: &[&str] = &[
+    "run_created",
+    "run_started",
+    "turn_started",
+    "sandbox_context_resolved",
+    "plan_context_resolved",
+    "plan_submitted",
+    "plan_execution_started",
+    "plan_progress_updated",
+    "plan_execution_completed",
+    "plan_execution_cancelled",
+    "plan_execution_interrupted",
+    "plan_execution_resumed",
+    "plan_transition_failed",
+    "graph_supervisor_yielded",
+    "run_status_changed",
+    "model_resolved",
+    "model_resolve_failed",
+    "model_stream_started",
+    "model_stream_completed",
+    "model_stream_failed",
+    "send_diagnostics_recorded",
+    "tool_started",
+    "tool_completed",
+    "tool_failed",
+    "skill_catalog_built",
+    "skill_searched",
+    "skill_loaded",
+    "skill_load_failed",
+    "permission_requested",
+    "permission_decided",
+    "permission_failed",
+    "approval_routed",
+    "auto_review_started",
+    "auto_review_decided",
+    "auto_review_failed",
+    "sandbox_escalation_requested",
+    "sandbox_escalation_granted",
+    "sandbox_escalation_denied",
+    "sandbox_escalation_applied",
+    "sandbox_escalation_failed",
+    "sandbox_denial_detected",
+    "provider_request_captured",
+    "provider_request_attempt_recorded",
+    "model_call_attempt_recorded",
+    "history_compact_checkpoint_recorded",
+    "active_full_compact_block_recorded",
+    "semantic_compact_block_recorded",
+    "task_gate_decided",
+    "abort_requested",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+    "trace_write_failed",
+    "event_corrupt",
+];
+
 const BACKENDS_WITH_PI_AGENT: &[&str] = &["ai-sdk", "fake", "pi-agent"];
 const BACKENDS: &[&str] = &["ai-sdk", "fake"];
 
@@ -111,6 +230,7 @@ impl HeaderRules {
         session_transcript_ledger_version: true,
         session_tool_profile: true,
         session_external_origin: true,
+        run_event_types: None,
     };
 }
 
@@ -164,6 +284,13 @@ impl Rules {
                 session_transcript_ledger_version: since("v0.1.9"),
                 session_tool_profile: since("v0.1.11"),
                 session_external_origin: since("main"),
+                run_event_types: if since("v0.1.4") {
+                    None
+                } else if since("v0.1.3") {
+                    Some(RUN_EVENT_TYPES_V013)
+                } else {
+                    Some(RUN_EVENT_TYPES_V012)
+                },
             },
         }
     }

@@ -242,24 +242,9 @@ pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::db::schema::SchemaObject;
 
     fn facts_of(tag: &str) -> SchemaFacts {
-        let g = release::generation_of(tag).unwrap();
-        SchemaFacts {
-            user_version: g.user_version,
-            tables: Vec::new(),
-            objects: g
-                .fresh()
-                .iter()
-                .map(|(k, s)| SchemaObject {
-                    key: k.clone(),
-                    signature: s.clone(),
-                })
-                .collect(),
-            registry: g.registry.clone(),
-            capabilities: g.capabilities.clone(),
-        }
+        release::generation_of(tag).unwrap().facts(0)
     }
 
     #[test]
