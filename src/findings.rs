@@ -1,7 +1,7 @@
 //! Findings: what the doctor reports, with stable codes.
 //!
 //! Every code's explanation lives here, next to its definition, so `--help`, the man
-//! pages, `wsledger explain` and the README all read one source. Scanner codes are
+//! pages, `wsledger explain` and `docs/finding-codes.md` all read one source. Scanner codes are
 //! Maka's own strings, verbatim.
 
 use serde::Serialize;

@@ -460,15 +460,25 @@ fn explain_covers_every_code() {
 }
 
 #[test]
-fn readme_documents_every_code_and_the_set_up_commands() {
-    let readme = std::fs::read_to_string("README.md").unwrap();
+fn docs_document_every_code_and_the_readme_the_set_up_commands() {
+    let codes = std::fs::read_to_string("docs/finding-codes.md").unwrap();
     for info in wsledger::findings::CODES {
         assert!(
-            readme.contains(&format!("`{}`", info.code)),
-            "README lacks {}",
+            codes.contains(&format!("| `{}` |", info.code)),
+            "docs/finding-codes.md lacks {}",
             info.code
         );
     }
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    // Every reference page the README links to exists.
+    for link in readme.split("](docs/").skip(1) {
+        let file = &link[..link.find(')').unwrap()];
+        assert!(
+            std::path::Path::new("docs").join(file).is_file(),
+            "README links to a missing docs/{file}"
+        );
+    }
+    assert!(readme.lines().any(|l| l == "cargo test --locked"));
     let first = readme
         .lines()
         .find(|l| l.starts_with("cargo run") || l.starts_with("wsledger doctor scan"))

@@ -123,6 +123,14 @@ fn scan_and_repair_tables_on_stuck_running() {
 #[test]
 fn scan_and_repair_tables_on_corrupt_ledger() {
     let dir = fixture_copy("corrupt-ledger");
+    // The README's "my workspace is broken" shows this dry run as it is.
+    let (_, dry) = run(dir.path(), &["doctor", "repair"]);
+    let readme = std::fs::read_to_string("README.md").unwrap();
+    let shown = dry.strip_prefix("workspace: ws\n").unwrap();
+    assert!(
+        readme.contains(shown),
+        "README's repair example is stale:\n{shown}"
+    );
     check("corrupt-ledger", dir.path());
 }
 

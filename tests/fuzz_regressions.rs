@@ -56,7 +56,7 @@ fn replay_seeds_and_regressions() {
     run_all("replay", harness::replay);
 }
 
-/// Rebuilds `fuzz/seeds/` (run by hand; see the README's Safety section).
+/// Rebuilds `fuzz/seeds/` (run by hand; see `docs/safety.md`).
 #[test]
 #[ignore = "writes fuzz/seeds/; run by hand"]
 fn write_seed_corpus() {

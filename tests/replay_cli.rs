@@ -512,16 +512,16 @@ fn database_text_is_escaped_and_colour_is_only_on_request() {
 }
 
 #[test]
-fn readme_documents_every_divergence_and_note_code() {
-    let readme = std::fs::read_to_string("README.md").unwrap();
-    let section = &readme[readme.find("## `replay`").expect("a `## replay` section")..];
+fn docs_document_every_divergence_and_note_code() {
+    let doc = std::fs::read_to_string("docs/replay.md").unwrap();
+    let section = &doc[doc.find("## `replay`").expect("a `## replay` section")..];
     for (code, meaning) in wsledger::replay::DIVERGENCE_CODES
         .iter()
         .chain(wsledger::replay::NOTE_CODES)
     {
         assert!(
             section.contains(&format!("| `{code}` | {meaning} |")),
-            "README's replay section lacks {code}"
+            "docs/replay.md lacks {code}"
         );
     }
 }
