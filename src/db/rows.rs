@@ -167,6 +167,30 @@ pub const EVENTS_IN_SCAN_ORDER: &str = "SELECT event_id, session_id, invocation_
      turn_id, event_seq, payload_json, committed_at FROM runtime_events \
      ORDER BY invocation_id, event_seq, event_id";
 
+/// The benchmark's first floor (`benches/scan.rs`): what the `sqlite3` tool is timed
+/// reading in issue #16, the scan's rows in its order.
+pub const EVENTS_AS_SQLITE3_READS: &str = "select invocation_id,event_seq,event_id,session_id,\
+     run_id,turn_id,payload_json from runtime_events order by invocation_id,event_seq,event_id";
+
+/// The benchmark's second floor: every table the scan reads, once each, with every
+/// column it reads (`runtime_events` in the scan's order, the others in table order).
+pub const TABLES_THE_SCAN_READS: &[&str] = &[
+    "SELECT type, name, tbl_name, sql FROM sqlite_schema",
+    "SELECT scope, version FROM operational_schema_migrations",
+    "SELECT capability, version FROM runtime_capabilities",
+    "SELECT count(*) FROM session_metadata",
+    EVENTS_IN_SCAN_ORDER,
+    "SELECT session_id, run_id, created_at, record_json FROM core_agent_runs",
+    "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events",
+    "SELECT operation_id, invocation_id, run_id, turn_id, provider_tool_call_id, tool_name, \
+     canonical_args_hash, recovery_mode, current_state, call_event_id, result_event_id, \
+     version, dispatch_event_id FROM tool_operations",
+    "SELECT journal_seq, journal_event_id, operation_id, invocation_id, run_id, turn_id, \
+     state, runtime_event_id, canonical_args_hash, recovery_mode, metadata_json, \
+     committed_at FROM tool_journal_events",
+    "SELECT session_id, ordinal, event_id FROM runtime_session_event_ordinals",
+];
+
 const EVENTS_OF_SESSION: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
      event_seq, event_kind, payload_json, committed_at FROM runtime_events \
      WHERE session_id = ?1 ORDER BY invocation_id, event_seq, event_id";
