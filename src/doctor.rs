@@ -502,11 +502,11 @@ fn walk_events<'scope>(
     };
     let mut batch = EventBatch::default();
     let mut alive = true;
-    ws.for_each_event_ref(|row| {
+    ws.for_each_event_raw(|row, payload| {
         if !alive || store.gone.session(&row.session_id) {
             return Ok(());
         }
-        batch.push(row);
+        batch.push(row, payload);
         n += 1;
         if n.is_multiple_of(4096) {
             progress(n);

@@ -133,8 +133,8 @@ pub(super) fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
 
 /// `String::from_utf8_lossy`, with the (much faster) strict check tried first: valid
 /// UTF-8, the usual case, is borrowed as is; only other bytes go through the lossy
-/// conversion.
-fn lossy(b: &[u8]) -> Cow<'_, str> {
+/// conversion. How every stored text is read (see [`Workspace::for_each_event_raw`]).
+pub fn lossy(b: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(b) {
         Ok(s) => Cow::Borrowed(s),
         Err(_) => String::from_utf8_lossy(b),
@@ -764,6 +764,37 @@ impl Workspace {
                 committed_at: int(r, 7).map_err(e)?,
             };
             f(&row)?;
+        }
+        Ok(())
+    }
+
+    /// [`Workspace::for_each_event_ref`] with each payload as stored bytes, not yet
+    /// read as text (its `payload_json` is empty): [`lossy`] of the bytes is the
+    /// payload `for_each_event_ref` gives. The check for UTF-8, a pass over every
+    /// payload byte, can then be made on the thread that decodes the payload.
+    pub fn for_each_event_raw(
+        &self,
+        mut f: impl FnMut(&EventRowRef<'_>, &[u8]) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let row = EventRowRef {
+                event_id: text_ref(r, 0).map_err(e)?,
+                session_id: text_ref(r, 1).map_err(e)?,
+                invocation_id: text_ref(r, 2).map_err(e)?,
+                run_id: text_ref(r, 3).map_err(e)?,
+                turn_id: text_ref(r, 4).map_err(e)?,
+                event_seq: int(r, 5).map_err(e)?,
+                payload_json: Cow::Borrowed(""),
+                committed_at: int(r, 7).map_err(e)?,
+            };
+            match r.get_ref(6).map_err(e)? {
+                ValueRef::Text(b) | ValueRef::Blob(b) => f(&row, b)?,
+                // As `text_ref` reads them (ASCII, so `lossy` keeps them).
+                _ => f(&row, text_ref(r, 6).map_err(e)?.as_bytes())?,
+            }
         }
         Ok(())
     }
