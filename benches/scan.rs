@@ -27,6 +27,10 @@
 //! `<bench dir>/results.json`. With `--sizes`, then one call scanning two workspaces
 //! against two sequential calls (the parallel scan).
 //!
+//! With `WSLEDGER_BENCH_BASELINE=PATH` (another `wsledger` binary, e.g. a build of an
+//! earlier commit) each round also scans with it: "before" and "after" under the same
+//! load.
+//!
 //! Options (after `--`): `--real-sizes 1M,5M` (`none` for none), `--sizes 10k,100k`,
 //! `--rounds N` (default 3), `--no-maka-bench`, `--no-parallel`. Timing never decides
 //! a test: this is not part of `cargo test`.
@@ -257,10 +261,16 @@ struct ChildRun {
 }
 
 /// Runs `wsledger doctor scan ARGS...` and reads its peak RSS with `wait4`.
-#[allow(unsafe_code)]
 fn scan(args: &[&Path]) -> Result<ChildRun> {
+    scan_with(Path::new(WSLEDGER), args)
+}
+
+/// [`scan`] with another `wsledger` binary (`$WSLEDGER_BENCH_BASELINE`: an earlier
+/// build, for a before/after under the same load).
+#[allow(unsafe_code)]
+fn scan_with(binary: &Path, args: &[&Path]) -> Result<ChildRun> {
     let t = Instant::now();
-    let child = Command::new(WSLEDGER)
+    let child = Command::new(binary)
         .args(["doctor", "scan", "--no-progress"])
         .args(args)
         .stdin(Stdio::null())
@@ -400,6 +410,9 @@ fn main() -> Result<()> {
             status: 0,
         });
     }
+    // The machine may be shared: say how busy it was.
+    let load = || std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load_before = load();
     println!(
         "wsledger scan benchmark: {rounds} rounds, {} cores; read = runtime_events as sqlite3 reads it, \
          tables = every table the scan reads, decode = scan query + typed decode",
@@ -419,6 +432,7 @@ fn main() -> Result<()> {
         "rss MB",
         "file MB"
     );
+    let baseline = std::env::var_os("WSLEDGER_BENCH_BASELINE").map(PathBuf::from);
     let mut results = Vec::new();
     for case in &cases {
         let db = if case.dir.is_dir() {
@@ -446,6 +460,7 @@ fn main() -> Result<()> {
         }
         let (mut rd, mut tb, mut dc, mut s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut r_read, mut r_tables, mut rss) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut base_s, mut base_r, mut base_rss) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
             let (read_s, n) = floor_child("read", &db)?;
             let (tables_s, m) = floor_child("tables", &db)?;
@@ -459,6 +474,12 @@ fn main() -> Result<()> {
             let run = scan(&[&db])?;
             if run.status != case.status {
                 bail!("doctor scan exited {}", run.status);
+            }
+            if let Some(b) = &baseline {
+                let before = scan_with(b, &[&db])?;
+                base_s.push(before.seconds);
+                base_r.push(before.seconds / read_s);
+                base_rss.push(before.max_rss_kb as f64 / 1024.0);
             }
             rd.push(read_s);
             tb.push(tables_s);
@@ -485,7 +506,18 @@ fn main() -> Result<()> {
             rss_max,
             file_mb
         );
+        if baseline.is_some() {
+            println!(
+                "{:>12} baseline: scan {:.3} s, scan/read {:.2}, rss {:.1} MB",
+                case.name,
+                median(&base_s),
+                median(&base_r),
+                base_rss.iter().copied().fold(0.0, f64::max)
+            );
+        }
         results.push(serde_json::json!({
+            "baseline_scan_s": base_s, "baseline_scan_over_read": base_r,
+            "baseline_peak_rss_mb": base_rss,
             "workspace": case.name, "events": events, "read_s": rd, "tables_s": tb,
             "decode_s": dc, "scan_s": s, "scan_median_s": sm,
             "scan_us_per_event": sm / events as f64 * 1e6,
@@ -523,13 +555,20 @@ fn main() -> Result<()> {
         par = serde_json::json!({"size": label(size), "one_call_s": one, "two_calls_s": two,
                                  "one_call_median_s": om, "two_calls_median_s": tm, "speedup": tm / om});
     }
+    let load_after = load();
+    println!(
+        "load average (1, 5, 15 min): before {}, after {}",
+        load_before.trim(),
+        load_after.trim()
+    );
     let out = bench_dir().join("results.json");
     std::fs::create_dir_all(bench_dir())?;
     std::fs::write(
         &out,
-        serde_json::to_string_pretty(
-            &serde_json::json!({"rounds": rounds, "workspaces": results, "parallel": par}),
-        )? + "\n",
+        serde_json::to_string_pretty(&serde_json::json!({
+            "rounds": rounds, "workspaces": results, "parallel": par,
+            "loadavg_before": load_before.trim(), "loadavg_after": load_after.trim(),
+        }))? + "\n",
     )?;
     println!("results: {}", out.display());
     Ok(())
