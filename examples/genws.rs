@@ -14,6 +14,15 @@
 //! clean one, so that a workspace of many sessions stays a few GB and every session
 //! has the same shape).
 //!
+//! The real shape (many short sessions and runs, Maka's payloads and tool density):
+//! the template is the workspace Maka wrote (`../shared/bench`), without the sessions
+//! Maka flags, and only its first sessions are loaded (`benches/scan.rs` does this):
+//!
+//! ```text
+//! genws --template target/tmp/maka-bench/runtime.sqlite --template-limit 200 \
+//!     --exclude-session ID... --events 5m --out /tmp/ws5m/runtime.sqlite
+//! ```
+//!
 //! How: the template file (default `fixtures/healthy/runtime.sqlite`) is copied, its
 //! session-scoped rows are deleted, and each template session is cloned again and
 //! again through SQL into that copy, so the schema, triggers and catalog tables stay
@@ -62,11 +71,17 @@ pub struct Args {
     duplicate_calls: usize,
     stuck_runs: usize,
     template_session: Option<String>,
+    /// Template sessions never cloned (e.g. the damaged ones of a real workspace).
+    exclude_sessions: Vec<String>,
+    /// Clone only the first N template sessions (in `session_metadata` order, after
+    /// exclusions): a large real workspace as template without loading all of it.
+    template_limit: Option<usize>,
     quiet: bool,
 }
 
 const USAGE: &str = "usage: genws --out FILE (--events N | --sessions N) [--seed S] \
-[--template FILE]... [--template-session ID] [--orphan-responses K] [--duplicate-calls K] [--stuck-runs K] [--quiet]";
+[--template FILE]... [--template-session ID] [--exclude-session ID]... [--template-limit N] \
+[--orphan-responses K] [--duplicate-calls K] [--stuck-runs K] [--quiet]";
 
 impl Args {
     /// Arguments for `events` (or `sessions`) events cloned from the default template.
@@ -81,6 +96,8 @@ impl Args {
             duplicate_calls: 0,
             stuck_runs: 0,
             template_session: None,
+            exclude_sessions: Vec::new(),
+            template_limit: None,
             quiet: true,
         }
     }
@@ -96,6 +113,15 @@ impl Args {
         self.orphan_responses = orphan_responses;
         self.duplicate_calls = duplicate_calls;
         self.stuck_runs = stuck;
+        self
+    }
+
+    /// Clones the sessions of a workspace Maka wrote (the scan bench's real shape):
+    /// the first `limit` of them, leaving out `exclude` (its damaged sessions).
+    pub fn real_shape(mut self, template: PathBuf, exclude: Vec<String>, limit: usize) -> Args {
+        self.templates = vec![template];
+        self.exclude_sessions = exclude;
+        self.template_limit = Some(limit);
         self
     }
 
@@ -122,6 +148,8 @@ fn parse_args() -> Result<Args> {
         duplicate_calls: 0,
         stuck_runs: 0,
         template_session: None,
+        exclude_sessions: Vec::new(),
+        template_limit: None,
         quiet: false,
     };
     let mut it = std::env::args().skip(1);
@@ -140,6 +168,8 @@ fn parse_args() -> Result<Args> {
             "--duplicate-calls" => a.duplicate_calls = val()?.parse()?,
             "--stuck-runs" => a.stuck_runs = val()?.parse()?,
             "--template-session" => a.template_session = Some(val()?),
+            "--exclude-session" => a.exclude_sessions.push(val()?),
+            "--template-limit" => a.template_limit = Some(val()?.parse()?),
             "--quiet" => a.quiet = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
@@ -402,7 +432,13 @@ fn q(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
-fn load_template(path: &Path) -> Result<(Template, Vec<String>)> {
+/// Which template sessions are loaded (see `Args::exclude_sessions`, `template_limit`).
+struct Pick<'a> {
+    exclude: &'a [String],
+    limit: Option<usize>,
+}
+
+fn load_template(path: &Path, pick: &Pick<'_>) -> Result<(Template, Vec<String>)> {
     let conn = Connection::open_with_flags(
         format!("file:{}?mode=ro&immutable=1", path.display()),
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
@@ -439,10 +475,17 @@ fn load_template(path: &Path) -> Result<(Template, Vec<String>)> {
         .prepare("SELECT session_id FROM session_metadata ORDER BY rowid")?
         .query_map([], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
+    let known: HashSet<String> = session_ids.iter().cloned().collect();
     for s in inv_session.values() {
-        if !session_ids.contains(s) {
+        if !known.contains(s) && !session_ids.contains(s) {
             session_ids.push(s.clone());
         }
+    }
+    // Rows of the sessions left out are skipped (not an error, unlike unknown ones).
+    let all: HashSet<String> = session_ids.iter().cloned().collect();
+    session_ids.retain(|s| !pick.exclude.contains(s));
+    if let Some(n) = pick.limit {
+        session_ids.truncate(n);
     }
     let session_index: HashMap<String, usize> = session_ids
         .iter()
@@ -555,6 +598,9 @@ fn load_template(path: &Path) -> Result<(Template, Vec<String>)> {
                     .with_context(|| format!("{name}: stream {owner} has no snapshot"))?,
             };
             let Some(&si) = session_index.get(&session) else {
+                if all.contains(&session) {
+                    continue;
+                }
                 bail!("{name}: row of unknown session {session}");
             };
             per_session[si][t].push(vals);
@@ -1062,7 +1108,11 @@ pub fn run(args: &Args) -> Result<serde_json::Value> {
     let started = Instant::now();
     let mut templates = Vec::new();
     for path in &args.templates {
-        let (t, ignored) = load_template(path)?;
+        let pick = Pick {
+            exclude: &args.exclude_sessions,
+            limit: args.template_limit,
+        };
+        let (t, ignored) = load_template(path, &pick)?;
         if !ignored.is_empty() && !args.quiet {
             eprintln!(
                 "genws: {}: rows of {} kept as they are (not session-scoped)",
@@ -1223,6 +1273,8 @@ pub fn run(args: &Args) -> Result<serde_json::Value> {
         "templates": args.templates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
         "seed": args.seed,
         "template_session": args.template_session,
+        "exclude_sessions": args.exclude_sessions,
+        "template_limit": args.template_limit,
         "asked": {"events": args.events, "sessions": args.sessions,
                   "orphan_responses": args.orphan_responses,
                   "duplicate_calls": args.duplicate_calls, "stuck_runs": args.stuck_runs},

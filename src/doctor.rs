@@ -62,16 +62,36 @@ struct Store<'a> {
     ordinals: Option<OrdinalSummary>,
 }
 
-/// Every decodable run header, reduced ([`HeaderBrief`]), by fingerprint of
-/// `(session, run)`. Memory: about 100 bytes per run header.
+/// Every decodable run header, reduced ([`HeaderBrief`]), sorted by a 128-bit
+/// fingerprint of `(session, run)`. Memory: about 100 bytes per run header. A sorted
+/// vector, not a hash map: at 500k runs the map's buckets were half empty (25 MB).
 struct HeaderBriefs {
     hasher: crate::hash128::Keyed128,
-    map: std::collections::HashMap<u128, HeaderBrief>,
+    sorted: Vec<(u128, HeaderBrief)>,
 }
 
 impl HeaderBriefs {
     fn key(&self, s: &str, r: &str) -> u128 {
         self.hasher.hash(&(s, r))
+    }
+
+    fn get(&self, s: &str, r: &str) -> Option<&HeaderBrief> {
+        let k = self.key(s, r);
+        let i = self.sorted.binary_search_by_key(&k, |e| e.0).ok()?;
+        Some(&self.sorted[i].1)
+    }
+
+    /// Sorts what was pushed; of equal keys the last pushed is kept (as a map's
+    /// insert would).
+    fn seal(&mut self) {
+        self.sorted.sort_by_key(|e| e.0);
+        self.sorted.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(later, kept);
+            }
+            same
+        });
     }
 }
 
@@ -121,7 +141,7 @@ fn read_briefs(
     let mut b = HeaderBriefs {
         hasher: crate::hash128::Keyed128::random(),
         // Sized once: no transient doubling while it fills.
-        map: std::collections::HashMap::with_capacity(ws.count_rows("core_agent_runs")? as usize),
+        sorted: Vec::with_capacity(ws.count_rows("core_agent_runs")? as usize),
     };
     ws.for_each_header_row(|row, keys_ok| {
         if !keys_ok {
@@ -132,10 +152,11 @@ fn read_briefs(
         {
             let k = b.key(&row.session_id, &row.run_id);
             if let Some(brief) = HeaderBrief::new(&h) {
-                b.map.insert(k, brief);
+                b.sorted.push((k, brief));
             }
         }
     })?;
+    b.seal();
     Ok(Some(b))
 }
 
@@ -223,8 +244,7 @@ impl ScanStore for Store<'_> {
         Ok(if self.gone.operation(&row) { None } else { row })
     }
     fn header_brief(&mut self, session_id: &str, run_id: &str) -> Option<&HeaderBrief> {
-        let b = self.briefs.as_ref()?;
-        b.map.get(&b.key(session_id, run_id))
+        self.briefs.as_ref()?.get(session_id, run_id)
     }
     fn projection_matches(
         &mut self,
@@ -649,11 +669,11 @@ fn walk_events<'scope>(
     };
     let mut batch = EventBatch::default();
     let mut alive = true;
-    ws.for_each_event_ref(|row| {
+    ws.for_each_event_raw(|row, payload| {
         if !alive || store.gone.session(&row.session_id) {
             return Ok(());
         }
-        batch.push(row);
+        batch.push(row, payload);
         n += 1;
         if n.is_multiple_of(4096) {
             progress(n);
@@ -871,10 +891,8 @@ fn run_event_findings(
 ) -> Result<Vec<crate::findings::Finding>, DbError> {
     let mut bad = Vec::new();
     // The turn of a decoded header, as Maka reads it; other runs are looked up.
-    let known = |s: &str, r: &str| -> Option<String> {
-        let b = briefs?;
-        b.map.get(&b.key(s, r)).map(|h| h.turn_id().to_owned())
-    };
+    let known =
+        |s: &str, r: &str| -> Option<String> { briefs?.get(s, r).map(|h| h.turn_id().to_owned()) };
     ws.for_each_run_event(&known, &mut |s, r, seq, record, turn| {
         if gone.session(s) {
             return;

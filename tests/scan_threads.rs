@@ -7,6 +7,10 @@
 #[path = "../examples/genws.rs"]
 mod genws;
 
+#[allow(dead_code)]
+#[path = "../benches/common/maka_bench.rs"]
+mod maka_bench;
+
 use std::path::{Path, PathBuf};
 
 use wsledger::doctor::{scan_path, ScanOptions, Threads};
@@ -76,6 +80,14 @@ fn generate(dir: &Path, template: &str, events: u64) -> PathBuf {
     db
 }
 
+/// The ways of spreading the work that must equal [`Threads::One`].
+const SPREAD: [Threads; 4] = [
+    Threads::Auto,
+    Threads::AtDecoder(0),
+    Threads::AtDecoder(1),
+    Threads::AtDecoder(4),
+];
+
 #[test]
 fn every_way_of_spreading_a_scan_gives_the_one_thread_report() {
     let dir = tempfile::tempdir().unwrap();
@@ -119,17 +131,32 @@ fn every_way_of_spreading_a_scan_gives_the_one_thread_report() {
         let events = one.0["summary"]["events"].as_u64().unwrap();
         // Many batches (injected damage drops a few events).
         assert!(events > 2900, "{template}: {events} events");
-        for threads in [
-            Threads::Auto,
-            Threads::AtDecoder(0),
-            Threads::AtDecoder(1),
-            Threads::AtDecoder(4),
-        ] {
+        for threads in SPREAD {
             let other = scan(&db, threads);
             assert!(
                 other == one,
                 "{template}: {threads:?} differs from one thread"
             );
         }
+    }
+}
+
+/// The same on the workspace Maka wrote (when unpacked): its shape (2,000 sessions,
+/// 22k runs, 37k operations) with Maka's own damage; `tests/maka_bench.rs` checks the
+/// one-thread report against Maka's verdict.
+#[test]
+fn every_way_of_spreading_the_bench_workspace_scan_gives_the_one_thread_report() {
+    let Some(db) = maka_bench::present() else {
+        maka_bench::say_skipped();
+        return;
+    };
+    let one = scan(&db, Threads::One);
+    assert_eq!(one.0["summary"]["scanner_issues"], 4);
+    for threads in SPREAD {
+        let other = scan(&db, threads);
+        assert!(
+            other == one,
+            "bench workspace: {threads:?} differs from one thread"
+        );
     }
 }

@@ -4,6 +4,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+#[allow(dead_code)]
+pub mod maka_bench;
+
 /// `$WSLEDGER_BENCH_DIR`, default `<target dir>/tmp/wsledger-bench`.
 pub fn bench_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("WSLEDGER_BENCH_DIR") {

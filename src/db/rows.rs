@@ -133,8 +133,8 @@ pub(super) fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
 
 /// `String::from_utf8_lossy`, with the (much faster) strict check tried first: valid
 /// UTF-8, the usual case, is borrowed as is; only other bytes go through the lossy
-/// conversion.
-fn lossy(b: &[u8]) -> Cow<'_, str> {
+/// conversion. How every stored text is read (see [`Workspace::for_each_event_raw`]).
+pub fn lossy(b: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(b) {
         Ok(s) => Cow::Borrowed(s),
         Err(_) => String::from_utf8_lossy(b),
@@ -166,6 +166,30 @@ pub(super) fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
 pub const EVENTS_IN_SCAN_ORDER: &str = "SELECT event_id, session_id, invocation_id, run_id, \
      turn_id, event_seq, payload_json, committed_at FROM runtime_events \
      ORDER BY invocation_id, event_seq, event_id";
+
+/// The benchmark's first floor (`benches/scan.rs`): what the `sqlite3` tool is timed
+/// reading in issue #16, the scan's rows in its order.
+pub const EVENTS_AS_SQLITE3_READS: &str = "select invocation_id,event_seq,event_id,session_id,\
+     run_id,turn_id,payload_json from runtime_events order by invocation_id,event_seq,event_id";
+
+/// The benchmark's second floor: every table the scan reads, once each, with every
+/// column it reads (`runtime_events` in the scan's order, the others in table order).
+pub const TABLES_THE_SCAN_READS: &[&str] = &[
+    "SELECT type, name, tbl_name, sql FROM sqlite_schema",
+    "SELECT scope, version FROM operational_schema_migrations",
+    "SELECT capability, version FROM runtime_capabilities",
+    "SELECT count(*) FROM session_metadata",
+    EVENTS_IN_SCAN_ORDER,
+    "SELECT session_id, run_id, created_at, record_json FROM core_agent_runs",
+    "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events",
+    "SELECT operation_id, invocation_id, run_id, turn_id, provider_tool_call_id, tool_name, \
+     canonical_args_hash, recovery_mode, current_state, call_event_id, result_event_id, \
+     version, dispatch_event_id FROM tool_operations",
+    "SELECT journal_seq, journal_event_id, operation_id, invocation_id, run_id, turn_id, \
+     state, runtime_event_id, canonical_args_hash, recovery_mode, metadata_json, \
+     committed_at FROM tool_journal_events",
+    "SELECT session_id, ordinal, event_id FROM runtime_session_event_ordinals",
+];
 
 const EVENTS_OF_SESSION: &str = "SELECT event_id, session_id, invocation_id, run_id, turn_id, \
      event_seq, event_kind, payload_json, committed_at FROM runtime_events \
@@ -740,6 +764,37 @@ impl Workspace {
                 committed_at: int(r, 7).map_err(e)?,
             };
             f(&row)?;
+        }
+        Ok(())
+    }
+
+    /// [`Workspace::for_each_event_ref`] with each payload as stored bytes, not yet
+    /// read as text (its `payload_json` is empty): [`lossy`] of the bytes is the
+    /// payload `for_each_event_ref` gives. The check for UTF-8, a pass over every
+    /// payload byte, can then be made on the thread that decodes the payload.
+    pub fn for_each_event_raw(
+        &self,
+        mut f: impl FnMut(&EventRowRef<'_>, &[u8]) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        while let Some(r) = rows.next().map_err(e)? {
+            let row = EventRowRef {
+                event_id: text_ref(r, 0).map_err(e)?,
+                session_id: text_ref(r, 1).map_err(e)?,
+                invocation_id: text_ref(r, 2).map_err(e)?,
+                run_id: text_ref(r, 3).map_err(e)?,
+                turn_id: text_ref(r, 4).map_err(e)?,
+                event_seq: int(r, 5).map_err(e)?,
+                payload_json: Cow::Borrowed(""),
+                committed_at: int(r, 7).map_err(e)?,
+            };
+            match r.get_ref(6).map_err(e)? {
+                ValueRef::Text(b) | ValueRef::Blob(b) => f(&row, b)?,
+                // As `text_ref` reads them (ASCII, so `lossy` keeps them).
+                _ => f(&row, text_ref(r, 6).map_err(e)?.as_bytes())?,
+            }
         }
         Ok(())
     }

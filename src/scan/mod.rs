@@ -27,7 +27,7 @@ pub use report::*;
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::db::{
-    DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
+    lossy, DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
     StoredOperationKey,
 };
 use crate::event::{decode_event_text, RuntimeEvent};
@@ -434,6 +434,7 @@ impl Walker {
             self.push_decoded(&batch.row(i), d.as_ref().map_err(String::as_str), store)?;
         }
         batch.text.clear();
+        batch.payloads.clear();
         batch.rows.clear();
         Ok(())
     }
@@ -861,18 +862,24 @@ fn decode_row_ref(row: &EventRowRef<'_>) -> Result<RuntimeEvent, String> {
 
 /// `runtime_events` rows copied out of SQLite into one buffer, so that their payloads
 /// can be decoded on another thread while the next rows are read (decoding is most of
-/// a scan's work). Reused: clearing keeps the allocations.
+/// a scan's work). Payloads are kept as stored bytes and read as text ([`lossy`], a
+/// pass over every byte) where they are decoded. Reused: clearing keeps the
+/// allocations.
 #[derive(Default)]
 pub struct EventBatch {
+    /// The text columns other than the payload.
     text: String,
+    payloads: Vec<u8>,
     rows: Vec<BatchRow>,
     decoded: Vec<Result<RuntimeEvent, String>>,
 }
 
-/// One row of an [`EventBatch`]: where its text fields end in the buffer.
+/// One row of an [`EventBatch`]: where its fields end in the buffers.
 struct BatchRow {
-    /// Ends of event id, session, invocation, run, turn and payload, in that order.
-    ends: [usize; 6],
+    /// Ends of event id, session, invocation, run and turn in `text`, in that order.
+    ends: [usize; 5],
+    /// End of the payload in `payloads`.
+    payload_end: usize,
     event_seq: i64,
     committed_at: i64,
 }
@@ -882,22 +889,25 @@ impl EventBatch {
     const ROWS: usize = 128;
     const TEXT: usize = 256 << 10;
 
-    pub fn push(&mut self, row: &EventRowRef<'_>) {
-        let mut ends = [0; 6];
+    /// Adds a row whose payload is `payload`, as stored (its `payload_json` is not
+    /// read).
+    pub fn push(&mut self, row: &EventRowRef<'_>, payload: &[u8]) {
+        let mut ends = [0; 5];
         let fields = [
             &row.event_id,
             &row.session_id,
             &row.invocation_id,
             &row.run_id,
             &row.turn_id,
-            &row.payload_json,
         ];
         for (end, field) in ends.iter_mut().zip(fields) {
             self.text.push_str(field);
             *end = self.text.len();
         }
+        self.payloads.extend_from_slice(payload);
         self.rows.push(BatchRow {
             ends,
+            payload_end: self.payloads.len(),
             event_seq: row.event_seq,
             committed_at: row.committed_at,
         });
@@ -913,21 +923,30 @@ impl EventBatch {
 
     /// Full enough to be sent on.
     pub fn is_full(&self) -> bool {
-        self.rows.len() >= Self::ROWS || self.text.len() >= Self::TEXT
+        self.rows.len() >= Self::ROWS || self.text.len() + self.payloads.len() >= Self::TEXT
     }
 
     /// Decodes every row, as [`Walker::push_row`] would under the same rules.
     pub fn decode(&mut self, rules: &DecoderRules) {
         self.decoded.clear();
         for i in 0..self.rows.len() {
-            let d = decode_row_as(&self.row(i), rules);
+            let from = if i == 0 {
+                0
+            } else {
+                self.rows[i - 1].payload_end
+            };
+            let payload = lossy(&self.payloads[from..self.rows[i].payload_end]);
+            let mut row = self.row(i);
+            row.payload_json = payload;
+            let d = decode_row_as(&row, rules);
             self.decoded.push(d);
         }
     }
 
+    /// Row `i` without its payload (the walk does not read it).
     fn row(&self, i: usize) -> EventRowRef<'_> {
         let r = &self.rows[i];
-        let start = if i == 0 { 0 } else { self.rows[i - 1].ends[5] };
+        let start = if i == 0 { 0 } else { self.rows[i - 1].ends[4] };
         let mut from = start;
         let mut field = |k: usize| {
             let s = std::borrow::Cow::Borrowed(&self.text[from..r.ends[k]]);
@@ -940,7 +959,7 @@ impl EventBatch {
             invocation_id: field(2),
             run_id: field(3),
             turn_id: field(4),
-            payload_json: field(5),
+            payload_json: std::borrow::Cow::Borrowed(""),
             event_seq: r.event_seq,
             committed_at: r.committed_at,
         }
