@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
+use super::{workspace, CliError, ExitStatus, GlobalArgs, Printer};
 use crate::db::backup::backup_path;
 use crate::db::write::{ApplyOptions, Writer};
 use crate::doctor::{plan_finalize, scan_path, ScanOptions};
@@ -136,17 +136,7 @@ pub fn run(
     args: &FinalizeArgs,
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
-    let format = match global.format {
-        None | Some(FormatArg::Table) | Some(FormatArg::Text) => Format::Table,
-        Some(FormatArg::Json) => Format::Json,
-        Some(FormatArg::Ndjson) => Format::Ndjson,
-        Some(FormatArg::Github) => {
-            return Err(CliError::new(
-                "`--format github` is for `doctor scan`",
-                "use --format table, json or ndjson",
-            ))
-        }
-    };
+    let format = super::plan_format(global)?;
     let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;

@@ -202,6 +202,21 @@ pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
 }
 
+/// `--format` of the commands that print a plan (finalize-runs, quarantine, restore,
+/// repair): table, json or ndjson.
+pub(crate) fn plan_format(global: &GlobalArgs) -> Result<crate::report::Format, CliError> {
+    use crate::report::Format;
+    match global.format {
+        None | Some(FormatArg::Table) | Some(FormatArg::Text) => Ok(Format::Table),
+        Some(FormatArg::Json) => Ok(Format::Json),
+        Some(FormatArg::Ndjson) => Ok(Format::Ndjson),
+        Some(FormatArg::Github) => Err(CliError::new(
+            "`--format github` is for `doctor scan`",
+            "use --format table, json or ndjson",
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

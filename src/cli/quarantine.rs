@@ -11,7 +11,7 @@ use super::finalize::{
     backup_before_write, check_writable, now_ms, recheck_after_backup, refuse_if_open,
     take_owner_lock, BACKUP_DIR_ENV,
 };
-use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
+use super::{workspace, CliError, ExitStatus, GlobalArgs, Printer};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::backup::backup_path;
 use crate::db::quarantine::{Deletion, RestoreItem};
@@ -71,18 +71,6 @@ pub struct RestoreArgs {
     /// With --apply: do not back the database up first
     #[arg(long)]
     pub no_backup: bool,
-}
-
-fn format_of(global: &GlobalArgs) -> Result<Format, CliError> {
-    match global.format {
-        None | Some(FormatArg::Table) | Some(FormatArg::Text) => Ok(Format::Table),
-        Some(FormatArg::Json) => Ok(Format::Json),
-        Some(FormatArg::Ndjson) => Ok(Format::Ndjson),
-        Some(FormatArg::Github) => Err(CliError::new(
-            "`--format github` is for `doctor scan`",
-            "use --format table, json or ndjson",
-        )),
-    }
 }
 
 /// Gate and start-up state of a scan.
@@ -452,7 +440,7 @@ pub fn run_quarantine(
     args: &QuarantineArgs,
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
-    let format = format_of(global)?;
+    let format = super::plan_format(global)?;
     let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;
@@ -872,7 +860,7 @@ pub fn run_restore(
     args: &RestoreArgs,
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
-    let format = format_of(global)?;
+    let format = super::plan_format(global)?;
     let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;

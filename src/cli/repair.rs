@@ -10,7 +10,7 @@ use super::finalize::{
     take_owner_lock, verify, write_finalize,
 };
 use super::quarantine::{check_out_dir, make_out_dir, read_targets, write_quarantine};
-use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
+use super::{workspace, CliError, ExitStatus, GlobalArgs, Printer};
 use crate::bundle::SchemaInfo;
 use crate::db::write::Writer;
 use crate::db::Workspace;
@@ -94,17 +94,7 @@ pub fn run(
     args: &RepairArgs,
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
-    let format = match global.format {
-        None | Some(FormatArg::Table) | Some(FormatArg::Text) => Format::Table,
-        Some(FormatArg::Json) => Format::Json,
-        Some(FormatArg::Ndjson) => Format::Ndjson,
-        Some(FormatArg::Github) => {
-            return Err(CliError::new(
-                "`--format github` is for `doctor scan`",
-                "use --format table, json or ndjson",
-            ))
-        }
-    };
+    let format = super::plan_format(global)?;
     let db = workspace::database_path(global.workspace()?)?;
     let shown = global
         .workspace()?
