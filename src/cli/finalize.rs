@@ -213,12 +213,7 @@ pub fn run(
     // --apply with a plan. A file no repair may write is refused before anything
     // (lock, backup) happens.
     if let Some(why) = &plan.apply_refusal {
-        return Err(CliError::new(
-            format!("`{shown}` cannot be repaired in its schema: {why}"),
-            "wsledger writes only in the schema of a known Maka release and never changes a \
-             schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to see \
-             what differs",
-        ));
+        return Err(super::schema_refusal(&db, why));
     }
     check_writable(&db)?;
     // The lock first: while Maka holds it the file is not even opened for writing.

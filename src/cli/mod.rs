@@ -217,6 +217,15 @@ pub(crate) fn plan_format(global: &GlobalArgs) -> Result<crate::report::Format, 
     }
 }
 
+/// The refusal of a repair on a file whose schema no repair may write (`why`: what
+/// `db::write::write_basis` found), before anything is created.
+pub(crate) fn schema_refusal(db: &std::path::Path, why: &str) -> CliError {
+    CliError::new(
+        format!("`{}` cannot be repaired in its schema: {why}", db.display()),
+        crate::db::write::SCHEMA_REFUSAL_HINT,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

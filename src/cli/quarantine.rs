@@ -538,15 +538,7 @@ pub fn run_quarantine(
 
     // --apply. A file no repair may write is refused before anything is created.
     if let Err(why) = &basis {
-        return Err(CliError::new(
-            format!(
-                "`{shown}` cannot be repaired in its schema: {}",
-                why.join("; ")
-            ),
-            "wsledger writes only in the schema of a known Maka release and never changes a \
-             schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to see \
-             what differs",
-        ));
+        return Err(super::schema_refusal(&db, &why.join("; ")));
     }
     // Every check that can refuse comes before anything is created; the
     // bundle directory is made only under the lock, and removed again on a refusal.

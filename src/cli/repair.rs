@@ -173,16 +173,7 @@ pub fn run(
     // --apply: one lock, one backup, then each step in its own transaction. A file no
     // repair may write is refused before anything is created.
     if let Err(why) = &basis {
-        return Err(CliError::new(
-            format!(
-                "`{}` cannot be repaired in its schema: {}",
-                db.display(),
-                why.join("; ")
-            ),
-            "wsledger writes only in the schema of a known Maka release and never changes a \
-             schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to see \
-             what differs",
-        ));
+        return Err(super::schema_refusal(&db, &why.join("; ")));
     }
     let release = basis.as_ref().ok().map(|b| b.to_json());
     // Every check that can refuse comes before anything is created.

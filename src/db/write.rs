@@ -138,16 +138,16 @@ pub enum WriteError {
     Write { path: PathBuf, detail: String },
 }
 
+/// What to do about a file no repair may write (every repair says the same).
+pub const SCHEMA_REFUSAL_HINT: &str = "wsledger writes only in the schema of a known Maka \
+release and never changes a schema; keep the file as it is (take a copy) and run `wsledger \
+doctor scan` to see what differs";
+
 impl WriteError {
     pub fn hint(&self) -> String {
         match self {
             WriteError::Db(e) => e.hint(),
-            WriteError::SchemaNotCurrent { .. } => {
-                "wsledger writes only in the schema of a known Maka release and never changes a \
-                 schema; keep the file as it is (take a copy) and run `wsledger doctor scan` to \
-                 see what differs"
-                    .into()
-            }
+            WriteError::SchemaNotCurrent { .. } => SCHEMA_REFUSAL_HINT.into(),
             WriteError::Changed { .. } => {
                 "something wrote to the workspace meanwhile (is Maka running?); run \
                  `wsledger doctor finalize-runs` again to make a new plan"

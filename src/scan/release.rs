@@ -265,6 +265,19 @@ mod tests {
             assert_eq!(found[0].code, "schema_older_release");
             assert_eq!(found[0].severity, crate::findings::Severity::Info);
             assert!(found[0].hint.contains("one way"), "{}", found[0].hint);
+            // The deletion warning is worded for the file's own writer.
+            let own = tag == "v0.1.5";
+            assert_eq!(
+                found[0].hint.contains("delete it at their next start"),
+                own,
+                "{tag}"
+            );
+            assert_eq!(
+                found[0]
+                    .hint
+                    .contains("never open this workspace with them"),
+                !own
+            );
         }
     }
 
