@@ -973,7 +973,7 @@ pub fn plan_finalize(
     // The scan and the rows the plan is made from, at one snapshot.
     Workspace::read(db, |ws| {
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
-        let (plan, _) = plan_finalize_on(ws, &report, opts)?;
+        let (plan, _) = plan_finalize_on(ws, &report, opts, PlanUse::Apply)?;
         let root_binding = ws.root_binding()?;
         Ok(FinalizePlanning {
             report,
@@ -983,12 +983,23 @@ pub fn plan_finalize(
     })
 }
 
+/// What a finalize plan is made for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanUse {
+    /// It may be applied: it records the ledger's fingerprint, which the write checks.
+    Apply,
+    /// It is only shown (the scan's diagnosis): the fingerprint, a read of every
+    /// payload, is left out.
+    Show,
+}
+
 /// Plans `doctor finalize-runs` from a scan of `ws` (made with the default options),
 /// returning the rows of every candidate run beside the plan.
 pub fn plan_finalize_on(
     ws: &Workspace,
     report: &ScanReport,
     opts: &crate::finalize::PlanOptions,
+    purpose: PlanUse,
 ) -> Result<(crate::finalize::Plan, crate::finalize::PlanInput), DbError> {
     use crate::finalize::{candidates, invocation_for, plan, PlanInput, RunInput};
     let mut input = PlanInput::default();
@@ -1025,7 +1036,9 @@ pub fn plan_finalize_on(
         );
     }
     input.claims = ws.claims()?;
-    input.ledger = Some(ws.ledger_fingerprint()?);
+    if purpose == PlanUse::Apply {
+        input.ledger = Some(ws.ledger_fingerprint()?);
+    }
     let mut plan = plan(report, &input, opts);
     set_basis(ws, &mut plan)?;
     Ok((plan, input))
@@ -1065,8 +1078,12 @@ pub fn diagnose_workspace(
 ) -> Result<(crate::diagnosis::Diagnosis, crate::finalize::Plan), DbError> {
     use crate::diagnosis::{diagnose, wanted_events, wanted_tool_calls, Input};
     use std::collections::{BTreeMap, HashMap};
-    let (finalize, planned_from) =
-        plan_finalize_on(ws, report, &crate::finalize::PlanOptions::default())?;
+    let (finalize, planned_from) = plan_finalize_on(
+        ws,
+        report,
+        &crate::finalize::PlanOptions::default(),
+        PlanUse::Show,
+    )?;
     // Archived sessions only matter for runs the report kept.
     let archived = if report.runs.is_empty() {
         BTreeSet::new()
@@ -1080,7 +1097,7 @@ pub fn diagnose_workspace(
     }
     let mut set_aside = BTreeMap::new();
     for s in damaged.keys() {
-        set_aside.insert(s.clone(), ws.deletion(s)?.counts());
+        set_aside.insert(s.clone(), ws.deletion_counts(s)?);
     }
     // Titles of the sessions the diagnosis and the findings name.
     let mut named: BTreeSet<&str> = report

@@ -468,3 +468,71 @@ fn a_killed_apply_leaves_the_old_or_the_finished_database_and_never_loses_a_bund
         eprintln!("{trials} trials: {old} unchanged, {new} quarantined (seed {seed})");
     }
 }
+
+/// The diagnosis's row counts (`deletion_counts`, one count per table) are the counts
+/// of the rows the quarantine reads and moves (`deletion`), table by table and in the
+/// same order, for every session of every real fixture, release fixtures included.
+#[test]
+fn deletion_counts_equal_the_rows_the_quarantine_moves() {
+    let mut dbs: Vec<PathBuf> = std::fs::read_dir("fixtures")
+        .unwrap()
+        .map(|e| e.unwrap().path().join("runtime.sqlite"))
+        .filter(|p| p.exists())
+        .collect();
+    for tag in ["v0.1.5", "v0.1.7", "v0.1.11"] {
+        for e in std::fs::read_dir(Path::new("fixtures/releases").join(tag)).unwrap() {
+            dbs.push(e.unwrap().path().join("runtime.sqlite"));
+        }
+    }
+    let mut nonzero = 0;
+    for db in &dbs {
+        let ws = Workspace::open_read_only(db).unwrap();
+        for s in session_ids(db) {
+            let want = ws.deletion(&s).unwrap().counts();
+            assert_eq!(
+                ws.deletion_counts(&s).unwrap(),
+                want,
+                "{}: {s}",
+                db.display()
+            );
+            nonzero += want.iter().filter(|(_, n)| *n > 0).count();
+        }
+    }
+    assert!(
+        dbs.len() >= 20 && nonzero > 100,
+        "{} files, {nonzero}",
+        dbs.len()
+    );
+}
+
+/// A table reached by two cascades (a row of it through both, others through one) is
+/// counted once per row, as `deletion` takes it once.
+#[test]
+fn deletion_counts_take_a_row_reached_twice_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy("fixtures/orphan-response/runtime.sqlite", &db).unwrap();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch(
+        "CREATE TABLE twice (k INTEGER PRIMARY KEY, \
+           event_id TEXT REFERENCES runtime_events(event_id) ON DELETE CASCADE, \
+           session_id TEXT, run_id TEXT, \
+           FOREIGN KEY(session_id, run_id) REFERENCES core_agent_runs(session_id, run_id) \
+             ON DELETE CASCADE); \
+         INSERT INTO twice (event_id, session_id, run_id) \
+           SELECT event_id, session_id, run_id FROM runtime_events; \
+         INSERT INTO twice (event_id, session_id, run_id) \
+           SELECT event_id, NULL, NULL FROM runtime_events; \
+         INSERT INTO twice (event_id, session_id, run_id) \
+           SELECT NULL, session_id, run_id FROM core_agent_runs;",
+    )
+    .unwrap();
+    drop(c);
+    let ws = Workspace::open_read_only(&db).unwrap();
+    let s: String = ws.session_ids().unwrap().into_iter().next().unwrap();
+    let want = ws.deletion(&s).unwrap().counts();
+    let twice = want.iter().find(|(t, _)| t == "twice").unwrap().1;
+    let events = want.iter().find(|(t, _)| t == "runtime_events").unwrap().1;
+    assert!(twice > 2 * events, "{want:?}");
+    assert_eq!(ws.deletion_counts(&s).unwrap(), want);
+}

@@ -7,6 +7,8 @@
 //! They run once per planned run or session (a plan may hold thousands), so their
 //! statements come from the connection's statement cache.
 
+use std::collections::HashMap;
+
 use rusqlite::types::ValueRef;
 use rusqlite::{params, Connection, OptionalExtension, Row};
 
@@ -173,12 +175,15 @@ pub(crate) fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
 /// table once per run (a 1,000-run plan read it 2,000 times, plan and recheck), while
 /// one statement builds SQLite's automatic index on it once. `CROSS JOIN` pins the loop
 /// order: left free, the planner puts the operations outside and the run list inside.
+/// `tool_operations` whose call event is one of `?1` (a JSON array of event ids).
+/// `call_event_id` has no index: one pass over the table, each row checked against
+/// the list (SQLite builds it once). An automatic index would read the table too,
+/// and sort it besides.
 pub const OPERATIONS_OF_RUNS: &str = "SELECT o.operation_id, o.invocation_id, o.run_id, \
      o.turn_id, o.provider_tool_call_id, o.tool_name, o.canonical_args_hash, o.recovery_mode, \
-     o.current_state, o.call_event_id, o.result_event_id, o.version, o.dispatch_event_id, j.key \
-     FROM json_each(?1) AS j CROSS JOIN runtime_events AS e CROSS JOIN tool_operations AS o \
-     WHERE e.session_id = j.value ->> 0 AND e.run_id = j.value ->> 1 \
-     AND o.call_event_id = e.event_id ORDER BY o.invocation_id, o.operation_id";
+     o.current_state, o.call_event_id, o.result_event_id, o.version, o.dispatch_event_id \
+     FROM tool_operations AS o WHERE o.call_event_id IN (SELECT value FROM json_each(?1)) \
+     ORDER BY o.invocation_id, o.operation_id";
 
 /// Every row of each run of `runs` (see [`RunRows`]), in the order given.
 pub(crate) fn read_runs_rows(
@@ -195,15 +200,26 @@ pub(crate) fn read_runs_rows(
     if runs.is_empty() || !current {
         return Ok(out);
     }
-    let keys = serde_json::to_string(runs)
+    // Event ids are unique, so each names one run.
+    let owner: HashMap<&str, usize> = out
+        .iter()
+        .enumerate()
+        .flat_map(|(k, run)| run.events.iter().map(move |e| (e.event_id.as_str(), k)))
+        .collect();
+    let ids: Vec<&str> = owner.keys().copied().collect();
+    let ids = serde_json::to_string(&ids)
         .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?;
+    let mut found = Vec::new();
     let mut stmt = c.prepare_cached(OPERATIONS_OF_RUNS)?;
-    let mut rows = stmt.query([keys])?;
+    let mut rows = stmt.query([ids])?;
     while let Some(r) = rows.next()? {
-        let k = usize::try_from(int(r, 13)?).unwrap_or(usize::MAX);
-        if let Some(run) = out.get_mut(k) {
-            run.operations.push(operation_row(r)?);
+        let op = operation_row(r)?;
+        if let Some(&k) = owner.get(op.call_event_id.as_str()) {
+            found.push((k, op));
         }
+    }
+    for (k, op) in found {
+        out[k].operations.push(op);
     }
     Ok(out)
 }

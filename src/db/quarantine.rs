@@ -263,6 +263,38 @@ fn selectors(fks: &[ForeignKey], tables: &BTreeSet<String>) -> Vec<(String, Stri
     out
 }
 
+/// How many rows of each table the deletion of `session` removes: the counts of
+/// [`read_deletion`] (same tables, same order), without reading the rows or looking
+/// for what would stop it. Each table is counted once, over all the clauses that
+/// reach it, so the tool tables (whose event columns have no index) are read once
+/// per table and not once per clause and foreign key.
+pub fn read_deletion_counts(
+    c: &Connection,
+    session: &str,
+) -> rusqlite::Result<Vec<(String, usize)>> {
+    let tables = table_names(c)?;
+    let fks = foreign_keys(c, &tables)?;
+    let mut clauses: Vec<(String, Vec<String>)> = Vec::new();
+    for (table, clause) in selectors(&fks, &tables) {
+        match clauses.iter_mut().find(|(t, _)| *t == table) {
+            Some((_, list)) => list.push(clause),
+            None => clauses.push((table, vec![clause])),
+        }
+    }
+    clauses
+        .into_iter()
+        .map(|(table, list)| {
+            let sql = format!(
+                "SELECT count(*) FROM {} WHERE {}",
+                quote(&table),
+                list.join(" OR ")
+            );
+            let n: i64 = c.query_row(&sql, params![session], |r| r.get(0))?;
+            Ok((table, usize::try_from(n).unwrap_or(0)))
+        })
+        .collect()
+}
+
 /// Reads every row the conversation deletion of `session` removes (see module docs).
 pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion> {
     let tables = table_names(c)?;
@@ -729,6 +761,12 @@ impl super::Workspace {
     /// Every row Maka's conversation deletion of `session` would remove (read-only).
     pub fn deletion(&self, session: &str) -> Result<Deletion, super::DbError> {
         read_deletion(self.conn(), session).map_err(|e| self.err(&e))
+    }
+
+    /// Rows per table Maka's conversation deletion of `session` would remove
+    /// (read-only; equal to `deletion(session)?.counts()`, and cheaper).
+    pub fn deletion_counts(&self, session: &str) -> Result<Vec<(String, usize)>, super::DbError> {
+        read_deletion_counts(self.conn(), session).map_err(|e| self.err(&e))
     }
 
     /// Columns and rowid facts of a table.
