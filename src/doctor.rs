@@ -63,8 +63,9 @@ struct Store<'a> {
 }
 
 /// Every decodable run header, reduced ([`HeaderBrief`]), sorted by a 128-bit
-/// fingerprint of `(session, run)`. Memory: about 100 bytes per run header. A sorted
-/// vector, not a hash map: at 500k runs the map's buckets were half empty (25 MB).
+/// fingerprint of `(session, run)`. Memory: 64 bytes per run header (and the failure
+/// class and abort source where a header has one). A sorted vector, not a hash map:
+/// at 500k runs the map's buckets were half empty (25 MB).
 struct HeaderBriefs {
     hasher: crate::hash128::Keyed128,
     sorted: Vec<(u128, HeaderBrief)>,
@@ -99,15 +100,12 @@ impl Store<'_> {
     /// Reads the digests of the stored tool projections in one pass over each table.
     /// Not for an after-scan (exclusions change what the lookups return), and not
     /// when an operation id is not UTF-8 text (a lookup by text would not find it).
-    fn read_digests(&mut self) -> Result<(), DbError> {
+    /// `operation_rows`: how many rows `tool_operations` has.
+    fn read_digests(&mut self, operation_rows: usize) -> Result<(), DbError> {
         if !self.gone.sessions.is_empty() {
             return Ok(());
         }
-        let mut d = crate::scan::projection::StoredDigests::with_capacity(if self.has_operations {
-            self.ws.count_rows("tool_operations")? as usize
-        } else {
-            0
-        });
+        let mut d = crate::scan::projection::StoredDigests::with_capacity(operation_rows);
         let mut usable = true;
         if self.has_operations {
             self.ws.for_each_operation_row(|row, key_ok| {
@@ -576,7 +574,19 @@ pub fn scan_workspace_without(
             briefs: None,
             ordinals: None,
         };
-        store.read_digests()?;
+        let operation_rows = if has_operations {
+            usize::try_from(ws.count_rows("tool_operations")?).unwrap_or(0)
+        } else {
+            0
+        };
+        // Operations are bound by dispatch events: never more than the events.
+        let events = usize::try_from(total).unwrap_or(usize::MAX);
+        walker.expect_operations(if total > 0 {
+            operation_rows.min(events)
+        } else {
+            operation_rows
+        });
+        store.read_digests(operation_rows)?;
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
             Err(_) => read_briefs(ws, has_headers, &gone, &rules.header)?.map(Arc::new),
@@ -892,7 +902,7 @@ fn run_event_findings(
     let mut bad = Vec::new();
     // The turn of a decoded header, as Maka reads it; other runs are looked up.
     let known =
-        |s: &str, r: &str| -> Option<String> { briefs?.get(s, r).map(|h| h.turn_id().to_owned()) };
+        |s: &str, r: &str| -> Option<String> { briefs?.get(s, r).map(HeaderBrief::turn_id) };
     ws.for_each_run_event(&known, &mut |s, r, seq, record, turn| {
         if gone.session(s) {
             return;

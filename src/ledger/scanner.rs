@@ -369,62 +369,57 @@ pub enum LateTouch {
     },
 }
 
-/// Operation ids bound by a dispatch (Maka's `byOperation`), compactly: canonical ids
-/// (`toolop_` + 32 lowercase hex) as 128-bit keys, any other id as its string.
+/// Operation ids bound by a dispatch (Maka's `byOperation`), compactly: it holds every
+/// operation of the file for the whole scan, so its entry is what grows with the
+/// file. Canonical ids (`toolop_` + 32 lowercase hex) are 128-bit keys (two `u64`s,
+/// so an entry is 24 bytes, not 32 with a `u128`'s alignment), any other id its
+/// string; values are global operation indexes (see `ToolLedgerScanner::ops_base`).
+/// The binding dispatch's event id of a closed operation is kept aside only when it
+/// is not the usual `<operationId>_dispatch` (rare).
 #[derive(Default)]
 struct OpIds {
-    hex: HashMap<u128, OpSlot>,
-    other: HashMap<JsStr, OpSlot>,
+    hex: HashMap<[u64; 2], usize>,
+    other: HashMap<JsStr, usize>,
+    unusual_dispatch: HashMap<usize, JsStr>,
 }
 
-#[derive(Clone)]
-struct OpSlot {
-    /// Global index of the operation (see `ToolLedgerScanner::ops_base`).
-    index: usize,
-    /// The binding dispatch's event id once the operation is closed, unless it is the
-    /// usual `<operationId>_dispatch`.
-    unusual_dispatch: Option<JsStr>,
-}
-
-fn canonical_op_key(id: &JsStr) -> Option<u128> {
+fn canonical_op_key(id: &JsStr) -> Option<[u64; 2]> {
     let b = id.as_wtf8();
     if b.len() != 39 || !b.starts_with(b"toolop_") {
         return None;
     }
-    let mut v: u128 = 0;
-    for &c in &b[7..] {
-        let d = match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            _ => return None,
-        };
-        v = (v << 4) | u128::from(d);
+    let mut v = [0u64; 2];
+    for (half, digits) in v.iter_mut().zip(b[7..].chunks(16)) {
+        for &c in digits {
+            let d = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                _ => return None,
+            };
+            *half = (*half << 4) | u64::from(d);
+        }
     }
     Some(v)
 }
 
 impl OpIds {
-    fn get(&self, id: &JsStr) -> Option<&OpSlot> {
+    /// The global index of the operation `id` names.
+    fn get(&self, id: &JsStr) -> Option<usize> {
         match canonical_op_key(id) {
-            Some(k) => self.hex.get(&k),
-            None => self.other.get(id),
-        }
-    }
-    fn get_mut(&mut self, id: &JsStr) -> Option<&mut OpSlot> {
-        match canonical_op_key(id) {
-            Some(k) => self.hex.get_mut(&k),
-            None => self.other.get_mut(id),
+            Some(k) => self.hex.get(&k).copied(),
+            None => self.other.get(id).copied(),
         }
     }
     fn insert(&mut self, id: &JsStr, index: usize) {
-        let slot = OpSlot {
-            index,
-            unusual_dispatch: None,
-        };
         match canonical_op_key(id) {
-            Some(k) => self.hex.insert(k, slot),
-            None => self.other.insert(id.clone(), slot),
+            Some(k) => self.hex.insert(k, index),
+            None => self.other.insert(id.clone(), index),
         };
+    }
+    /// Room for `n` more canonical ids without growing (a table that doubles holds
+    /// both sizes for a moment).
+    fn reserve(&mut self, n: usize) {
+        self.hex.reserve(n);
     }
 }
 
@@ -636,14 +631,21 @@ impl ToolLedgerScanner {
         for op in &out {
             if let (Some(id), Some(d)) = (&op.operation_id, &op.dispatch) {
                 let usual = d.event_id.as_wtf8().strip_suffix(b"_dispatch") == Some(id.as_wtf8());
-                if let Some(slot) = self.by_operation.get_mut(id) {
-                    if !usual {
-                        slot.unusual_dispatch = Some(d.event_id.clone());
+                if !usual {
+                    if let Some(index) = self.by_operation.get(id) {
+                        self.by_operation
+                            .unusual_dispatch
+                            .insert(index, d.event_id.clone());
                     }
                 }
             }
         }
         out
+    }
+
+    /// Room for `n` more bound operation ids without growing the index.
+    pub fn reserve_operations(&mut self, n: usize) {
+        self.by_operation.reserve(n);
     }
 
     /// Changes to operations already handed out by `close_invocation`.
@@ -659,17 +661,18 @@ impl ToolLedgerScanner {
     /// The event id of the dispatch that bound `operation_id`, once its operation is
     /// closed.
     pub fn binding_dispatch(&self, operation_id: &JsStr) -> Option<JsStr> {
-        let slot = self.by_operation.get(operation_id)?.clone();
+        let index = self.by_operation.get(operation_id)?;
         let first_closed = self.ops_base - self.closed.len();
-        if slot.index >= first_closed {
-            let op = if slot.index >= self.ops_base {
-                &self.operations[slot.index - self.ops_base]
+        if index >= first_closed {
+            let op = if index >= self.ops_base {
+                &self.operations[index - self.ops_base]
             } else {
-                &self.closed[slot.index - first_closed]
+                &self.closed[index - first_closed]
             };
             return op.dispatch.as_ref().map(|d| d.event_id.clone());
         }
-        Some(slot.unusual_dispatch.clone().unwrap_or_else(|| {
+        let unusual = self.by_operation.unusual_dispatch.get(&index).cloned();
+        Some(unusual.unwrap_or_else(|| {
             let mut b = operation_id.as_wtf8().to_vec();
             b.extend_from_slice(b"_dispatch");
             JsStr::from_wtf8_unchecked(b)
@@ -946,7 +949,7 @@ impl ToolLedgerScanner {
             Some(index) => index,
         };
 
-        if let Some(owner) = self.by_operation.get(operation_id).map(|slot| slot.index) {
+        if let Some(owner) = self.by_operation.get(operation_id) {
             if owner != index {
                 let at = self.add_issue(
                     Some(owner),
@@ -1111,11 +1114,7 @@ impl ToolLedgerScanner {
         else {
             return;
         };
-        let Some(index) = self
-            .by_operation
-            .get(&fact.operation_id)
-            .map(|slot| slot.index)
-        else {
+        let Some(index) = self.by_operation.get(&fact.operation_id) else {
             let call_id = event.refs.as_ref().and_then(|r| truthy(&r.tool_call_id));
             self.add_issue(
                 None,
@@ -1403,6 +1402,36 @@ mod tests {
             resp("r1", "tc1", "Write", Some(refs(Some(OP), Some("tc1")))),
             text("m2"),
         ]
+    }
+
+    /// After its invocation is closed, an operation is found through the index alone:
+    /// its binding dispatch is `<operationId>_dispatch` unless the index kept another
+    /// (canonical `toolop_` ids and any other id alike).
+    #[test]
+    fn a_closed_operation_names_its_binding_dispatch() {
+        let canonical = "toolop_0123456789abcdef0123456789abcdef";
+        let a = args(&[("path", "a.txt")]);
+        let mut scanner = ToolLedgerScanner::new(ScanOptions::store_rows());
+        for e in [
+            call("c1", "tc1", "Write", a.clone()),
+            disp_for(
+                &format!("{canonical}_dispatch"),
+                canonical,
+                "tc1",
+                "Write",
+                &a,
+            ),
+            call("c2", "tc2", "Write", a.clone()),
+            disp_for("odd-dispatch", OP, "tc2", "Write", &a),
+        ] {
+            scanner.push(&e).unwrap();
+        }
+        assert_eq!(scanner.close_invocation().len(), 2);
+        let named = |id: &str| scanner.binding_dispatch(&s(id)).map(|d| d.to_string());
+        assert_eq!(named(canonical), Some(format!("{canonical}_dispatch")));
+        assert_eq!(named(OP), Some("odd-dispatch".to_owned()));
+        assert_eq!(named("toolop_ffffffffffffffffffffffffffffffff"), None);
+        assert!(scanner.is_bound(&s(canonical)) && !scanner.is_bound(&s("op2")));
     }
 
     #[test]

@@ -215,20 +215,59 @@ impl OrdinalSummary {
 /// store that reads `core_agent_runs` once, so that a plainly terminal run needs no
 /// header lookup; any other run is assessed again from the looked-up row.
 ///
-/// Stored compactly (one allocation): `text` holds the turn id, then the failure
-/// class, then the abort source; `lens` their byte lengths, `u32::MAX` for absent.
+/// Stored compactly, since one is kept per run for the whole scan: a turn id that is
+/// a lowercase hyphenated UUID (Maka's) as its 16 bytes, any other in `text`; `text`
+/// also holds the failure class and the abort source (usually absent, so usually
+/// nothing is allocated); `lens` their byte lengths, `u32::MAX` for absent.
 #[derive(Clone, Debug)]
 pub struct HeaderBrief {
+    uuid: Option<[u8; 16]>,
     text: Box<str>,
     lens: [u32; 3],
     status: crate::header::HeaderStatus,
 }
 
+/// A lowercase hyphenated UUID's 16 bytes.
+fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
+    let b = s.as_bytes();
+    if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    let mut digits = b.iter().filter(|&&c| c != b'-');
+    for byte in &mut out {
+        let mut v = 0u8;
+        for _ in 0..2 {
+            let c = *digits.next()?;
+            let d = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                _ => return None,
+            };
+            v = (v << 4) | d;
+        }
+        *byte = v;
+    }
+    Some(out)
+}
+
+fn uuid_text(bytes: &[u8; 16]) -> String {
+    let mut s = String::with_capacity(36);
+    for (i, b) in bytes.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
 impl HeaderBrief {
     /// `None` for a header whose fields do not fit (longer than 4 GiB).
     pub fn new(h: &RunHeader) -> Option<HeaderBrief> {
+        let uuid = uuid_bytes(&h.turn_id);
         let parts = [
-            Some(h.turn_id.as_str()),
+            uuid.is_none().then_some(h.turn_id.as_str()),
             h.failure_class.as_deref(),
             h.abort_source.as_deref(),
         ];
@@ -241,6 +280,7 @@ impl HeaderBrief {
             }
         }
         Some(HeaderBrief {
+            uuid,
             text: text.into_boxed_str(),
             lens,
             status: h.status,
@@ -248,8 +288,11 @@ impl HeaderBrief {
     }
 
     /// The header's `turnId`.
-    pub fn turn_id(&self) -> &str {
-        self.parts()[0].unwrap_or_default()
+    pub fn turn_id(&self) -> String {
+        match &self.uuid {
+            Some(b) => uuid_text(b),
+            None => self.parts()[0].unwrap_or_default().to_owned(),
+        }
     }
 
     fn parts(&self) -> [Option<&str>; 3] {
@@ -266,11 +309,11 @@ impl HeaderBrief {
     /// A header with these fields and nothing else (enough for
     /// [`runs::assess_header_run`]).
     fn header(&self, session_id: &str, run_id: &str) -> RunHeader {
-        let [turn, failure_class, abort_source] = self.parts();
+        let [_, failure_class, abort_source] = self.parts();
         RunHeader {
             run_id: run_id.to_owned(),
             session_id: session_id.to_owned(),
-            turn_id: turn.unwrap_or_default().to_owned(),
+            turn_id: self.turn_id(),
             invocation_id: None,
             status: self.status,
             created_at: 0.0,
@@ -387,6 +430,12 @@ impl Walker {
             ..ScannerOptions::store_rows()
         });
         self
+    }
+
+    /// Expect about `n` dispatched operations (the `tool_operations` rows): the
+    /// operation index is sized once instead of doubling as it fills.
+    pub fn expect_operations(&mut self, n: usize) {
+        self.scanner.reserve_operations(n);
     }
 
     /// The rules the walk applies.
@@ -999,4 +1048,30 @@ pub struct Tables {
     /// Number of `tool_operations` rows.
     pub operations: usize,
     pub integrity: Option<Vec<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{uuid_bytes, uuid_text};
+
+    #[test]
+    fn a_uuid_turn_id_is_kept_as_bytes_and_comes_back_the_same() {
+        let id = "08790f99-7301-4f31-8f22-9f6a34e8a5fc";
+        let b = uuid_bytes(id).unwrap();
+        assert_eq!(b[0], 0x08);
+        assert_eq!(b[15], 0xfc);
+        assert_eq!(uuid_text(&b), id);
+        // Anything that would not come back byte for byte stays text.
+        for other in [
+            "08790F99-7301-4f31-8f22-9f6a34e8a5fc",
+            "08790f99a7301-4f31-8f22-9f6a34e8a5fc",
+            "08790f99-7301-4f31-8f22-9f6a34e8a5f",
+            "08790f99-7301-4f31-8f22-9f6a34e8a5fcd",
+            "08790f99-7301-4f31-8f22-9f6a34e8a5fg",
+            "{8790f99-7301-4f31-8f22-9f6a34e8a5f}",
+            "",
+        ] {
+            assert_eq!(uuid_bytes(other), None, "{other}");
+        }
+    }
 }

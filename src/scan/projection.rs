@@ -726,6 +726,14 @@ pub fn duplicate_operation_group(
     })
 }
 
+fn split(v: u128) -> [u64; 2] {
+    [v as u64, (v >> 64) as u64]
+}
+
+fn join(v: [u64; 2]) -> u128 {
+    u128::from(v[0]) | (u128::from(v[1]) << 64)
+}
+
 /// A string as `to_string` renders it, borrowed when it is UTF-8.
 fn t(s: &JsStr) -> Cow<'_, str> {
     s.as_str()
@@ -738,11 +746,13 @@ fn t(s: &JsStr) -> Cow<'_, str> {
 /// (keyed SipHash, random keys per scan) over the compared columns of the operation's
 /// `tool_operations` row and of each of its journal rows, so it is equal exactly when
 /// [`operation_diffs`] finds nothing, up to a 2^-128 chance; whenever it differs the
-/// caller does the exact lookups. Memory: one map entry (two 128-bit numbers) per
-/// operation id.
+/// caller does the exact lookups. Memory: one map entry per operation id, 24 bytes:
+/// the key is 64 bits of the id's keyed hash (two ids that share one share a sum,
+/// which then matches neither: only extra lookups), the sum 128 bits as two `u64`s
+/// (a `u128` would align the entry to 32 bytes).
 pub struct StoredDigests {
     hasher: Keyed128,
-    sums: HashMap<u128, u128>,
+    sums: HashMap<u64, [u64; 2]>,
 }
 
 impl Default for StoredDigests {
@@ -832,10 +842,15 @@ impl StoredDigests {
         )
     }
 
+    /// The map key of an operation id.
+    fn key(&self, operation_id: &str) -> u64 {
+        self.hash(operation_id) as u64
+    }
+
     fn add(&mut self, operation_id: &str, h: u128) {
-        let key = self.hash(operation_id);
-        let sum = self.sums.entry(key).or_insert(0);
-        *sum = sum.wrapping_add(h);
+        let key = self.key(operation_id);
+        let sum = self.sums.entry(key).or_insert([0; 2]);
+        *sum = split(join(*sum).wrapping_add(h));
     }
 
     /// Adds a stored `tool_operations` row.
@@ -867,7 +882,7 @@ impl StoredDigests {
             return false;
         };
         let op_id = t(op_id);
-        let Some(stored) = self.sums.get(&self.hash(&*op_id)) else {
+        let Some(&stored) = self.sums.get(&self.key(&op_id)) else {
             return false;
         };
         let (inv, run, turn) = (t(&op.invocation_id), t(&op.run_id), t(&op.turn_id));
@@ -911,7 +926,7 @@ impl StoredDigests {
             sum = sum.wrapping_add(journal(&format!("{op_id}_outcome"), "outcome_committed", r));
         }
         debug_assert_eq!(sum, self.expected_sum(op, commits));
-        sum == *stored
+        sum == join(stored)
     }
 
     /// [`StoredDigests::matches`]' sum from the rebuilt rows themselves (checked
