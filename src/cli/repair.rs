@@ -6,8 +6,8 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::finalize::{
-    backup_before_write, check_writable, now_ms, recheck_after_backup, refuse_if_open,
-    take_owner_lock, verify, write_finalize,
+    backup_before_write, backup_transcripts, check_writable, now_ms, recheck_after_backup,
+    refuse_if_open, take_owner_lock, verify, write_finalize,
 };
 use super::quarantine::{check_out_dir, make_out_dir, read_targets, write_quarantine};
 use super::{workspace, CliError, ExitStatus, GlobalArgs, Printer};
@@ -248,6 +248,11 @@ pub fn run(
     let planning = plan_finalize(&db, &PlanOptions::default())?;
     let plan = planning.plan;
     if !plan.plan.is_empty() {
+        if let Some(b) = &backup {
+            if let Some(t) = backup_transcripts(&plan, b)? {
+                printer.note(&format!("transcript backup: {t}"));
+            }
+        }
         write_finalize(&writer, &plan)?;
         let all = ScanOptions {
             all_runs: true,
