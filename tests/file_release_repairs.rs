@@ -17,6 +17,7 @@ const STUCK: &str = "releases/v0.1.5/stuck-running";
 const STUCK_SESSION: &str = "33b321b2-cfd6-4919-804d-56e0f77082c9";
 const STUCK_RUN: &str = "7c915657-d56f-4eea-b1ba-90ba0fbff9a2";
 const STUCK_TURN: &str = "eeac9026-92a7-4356-a723-402c7f5fbdee";
+const ORPHAN: &str = "releases/v0.1.5/orphan-response";
 
 /// `wsledger doctor <command> -w <root> <args>` with the test's control namespace.
 fn doctor(ws: &FileReleaseWs, command: &str, args: &[&str]) -> common::Output {
@@ -226,4 +227,209 @@ fn a_missing_transcript_file_leaves_the_run_alone() {
     assert_eq!(doc["plan"][0]["run_id"], STUCK_RUN);
     assert!(!file.exists());
     assert_eq!(schema(&ws.db()), schema_before);
+}
+
+fn dump(db: &Path) -> std::collections::BTreeMap<String, Vec<Vec<wsledger::bundle::Cell>>> {
+    wsledger::db::Workspace::open_read_only(db)
+        .unwrap()
+        .dump_tables()
+        .unwrap()
+}
+
+fn dirs(p: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Quarantine moves the damaged session's rows into its bundle and its folder beside
+/// it (checked, then removed from `sessions/`); the gate clears and nothing is added
+/// under `sessions/`. Restore puts every row back table by table and every file byte
+/// for byte.
+#[test]
+fn quarantine_moves_the_session_folder_and_restore_puts_it_back() {
+    for tag in TAGS {
+        let ws = build(tag, ORPHAN, None);
+        let sessions = ws.root().join("sessions");
+        let rows_before = dump(&ws.db());
+        let files_before = tree(&sessions);
+        let dirs_before = dirs(&sessions);
+        let schema_before = schema(&ws.db());
+        let out = ws.dir.path().join("bundles");
+        let out_arg = out.to_str().unwrap().to_owned();
+
+        let dry = json(&doctor(
+            &ws,
+            "quarantine",
+            &["--out", &out_arg, "--format", "json"],
+        ));
+        assert_eq!(dry["apply_refusal"], Value::Null, "{tag}: {dry}");
+        assert_eq!(dry["before"]["tool_writes_refused"], true, "{tag}");
+        let s = &dry["sessions"][0];
+        let id = s["session_id"].as_str().unwrap().to_owned();
+        let f = &s["session_files"];
+        assert_eq!(f["folder"], sessions.join(&id).to_str().unwrap());
+        let copy = out.join(format!("{id}.files"));
+        assert_eq!(f["moved_to"], copy.to_str().unwrap());
+        assert_eq!(f["files"][0]["path"], "session.jsonl");
+        assert!(!out.exists(), "a dry run creates nothing");
+
+        let doc = json(&doctor(
+            &ws,
+            "quarantine",
+            &["--out", &out_arg, "--apply", "--format", "json"],
+        ));
+        assert_eq!(doc["applied"], true);
+        assert_eq!(doc["after"]["tool_writes_refused"], false, "{tag}: {doc}");
+        assert_eq!(doc["after"]["startup_blocked"], false, "{tag}");
+        assert!(!sessions.join(&id).exists(), "{tag}: the folder moved");
+        let mut expected_dirs = dirs_before.clone();
+        expected_dirs.retain(|d| *d != id);
+        assert_eq!(
+            dirs(&sessions),
+            expected_dirs,
+            "{tag}: nothing added under sessions/"
+        );
+        let moved: std::collections::BTreeMap<String, Vec<u8>> = files_before
+            .iter()
+            .filter_map(|(p, b)| {
+                p.strip_prefix(&format!("{id}/"))
+                    .map(|rest| (rest.to_owned(), b.clone()))
+            })
+            .collect();
+        assert_eq!(tree(&copy), moved, "{tag}: the copy is the folder");
+        assert_eq!(schema(&ws.db()), schema_before, "{tag}");
+        let tombstone_columns: i64 = ws
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM pragma_table_info('session_metadata_tombstones')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let tombstoned: i64 = ws
+            .conn()
+            .query_row(
+                "SELECT count(*) FROM session_metadata_tombstones WHERE session_id = ?1",
+                [&id],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            (tombstone_columns, tombstoned),
+            (if tag == "v0.1.2" { 2 } else { 4 }, 1)
+        );
+
+        let bundle = out.join(format!("{id}.bundle.json"));
+        let bundle_arg = bundle.to_str().unwrap().to_owned();
+        let dry = json(&doctor(&ws, "restore", &[&bundle_arg, "--format", "json"]));
+        assert_eq!(
+            dry["sessions"][0]["session_files"]["from"],
+            copy.to_str().unwrap()
+        );
+        assert!(!sessions.join(&id).exists(), "a dry run puts nothing back");
+        let doc = json(&doctor(
+            &ws,
+            "restore",
+            &[&bundle_arg, "--apply", "--format", "json"],
+        ));
+        assert_eq!(doc["applied"], true);
+        assert_eq!(
+            tree(&sessions),
+            files_before,
+            "{tag}: every file back, byte for byte"
+        );
+        let rows_after = dump(&ws.db());
+        for (table, rows) in &rows_before {
+            assert_eq!(rows_after.get(table), Some(rows), "{tag}: table {table}");
+        }
+        assert_eq!(rows_after.len(), rows_before.len());
+        assert_eq!(schema(&ws.db()), schema_before, "{tag}");
+    }
+}
+
+/// A bundle directory inside `sessions/` would make v0.1.2 and v0.1.3 refuse to open
+/// the workspace: refused with exit 2 before anything is created.
+#[test]
+fn a_bundle_directory_inside_sessions_is_refused() {
+    let ws = build("v0.1.3", ORPHAN, None);
+    let sessions = ws.root().join("sessions");
+    let files_before = tree(&sessions);
+    let listing = dirs(&ws.root());
+    for out in [
+        sessions.join("q"),
+        sessions.clone(),
+        sessions.join("a/../b"),
+    ] {
+        let out_arg = out.to_str().unwrap().to_owned();
+        for apply in [false, true] {
+            let mut args = vec!["--out", out_arg.as_str()];
+            if apply {
+                args.push("--apply");
+            }
+            let r = doctor(&ws, "quarantine", &args);
+            assert_eq!(r.status, 2, "{}: {}", out.display(), r.stderr);
+            assert!(r.stdout.is_empty());
+            assert!(
+                r.stderr.contains("inside") && r.stderr.contains("hint:"),
+                "{}",
+                r.stderr
+            );
+        }
+    }
+    let r = doctor(
+        &ws,
+        "repair",
+        &["--out", sessions.join("q").to_str().unwrap(), "--apply"],
+    );
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert_eq!(tree(&sessions), files_before);
+    assert_eq!(dirs(&ws.root()), listing, "no backup, no bundle directory");
+}
+
+/// Restore refuses a session whose folder is back in `sessions/` with other files,
+/// and a bundle whose folder copy differs from what it records; nothing is changed.
+#[test]
+fn restore_refuses_a_folder_in_the_way_or_a_changed_copy() {
+    let ws = build("v0.1.2", ORPHAN, None);
+    let out = ws.dir.path().join("bundles");
+    let out_arg = out.to_str().unwrap().to_owned();
+    let doc = json(&doctor(
+        &ws,
+        "quarantine",
+        &[
+            "--out",
+            &out_arg,
+            "--apply",
+            "--no-backup",
+            "--format",
+            "json",
+        ],
+    ));
+    let id = doc["sessions"][0]["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bundle = out.join(format!("{id}.bundle.json"));
+    let bundle_arg = bundle.to_str().unwrap().to_owned();
+    let rows = dump(&ws.db());
+    let squatter = ws.root().join("sessions").join(&id);
+    std::fs::create_dir(&squatter).unwrap();
+    std::fs::write(squatter.join("session.jsonl"), "{}\n").unwrap();
+    let r = doctor(&ws, "restore", &[&bundle_arg, "--apply", "--no-backup"]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("already exists"), "{}", r.stderr);
+    std::fs::remove_dir_all(&squatter).unwrap();
+    let copy = out.join(format!("{id}.files")).join("session.jsonl");
+    let mut bytes = std::fs::read(&copy).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&copy, bytes).unwrap();
+    let r = doctor(&ws, "restore", &[&bundle_arg, "--apply", "--no-backup"]);
+    assert_eq!(r.status, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("differs"), "{}", r.stderr);
+    assert!(!squatter.exists());
+    assert_eq!(dump(&ws.db()), rows);
 }

@@ -522,6 +522,12 @@ impl Workspace {
         read_ledger_fingerprint(self.conn()).map_err(|e| self.err(&e))
     }
 
+    /// Whether session transcripts live in `sessions/<id>/` beside the database
+    /// (v0.1.2, v0.1.3): quarantine and restore move those folders with the rows.
+    pub fn transcripts_in_files(&self) -> Result<bool, DbError> {
+        transcripts_in_files(self.conn()).map_err(|e| self.err(&e))
+    }
+
     /// `runtime_storage_root_binding.root_id`, if bound.
     pub fn root_binding(&self) -> Result<Option<String>, DbError> {
         read_root_binding(self.conn()).map_err(|e| self.err(&e))

@@ -343,6 +343,11 @@ impl Writer {
         super::backup::backup_connection(self.conn(), self.ws.path(), dest)
     }
 
+    /// Whether session transcripts live in `sessions/<id>/` beside the database.
+    pub fn transcripts_in_files(&self) -> Result<bool, WriteError> {
+        super::facts::transcripts_in_files(self.conn()).map_err(|e| classify(self.path(), e))
+    }
+
     /// The schema basis of a repair, or the refusal of a file no repair may write.
     pub fn check_schema(&self) -> Result<WriteBasis, WriteError> {
         let facts = self.ws.schema_facts()?;
