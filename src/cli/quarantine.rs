@@ -42,7 +42,9 @@ pub struct QuarantineArgs {
     /// Quarantine exactly this session (repeatable) instead of the damaged ones
     #[arg(long = "session", value_name = "ID")]
     pub sessions: Vec<String>,
-    /// Directory for the bundles [default: `wsledger-quarantine` beside the database]
+    /// Directory for the bundles [default: `wsledger-quarantine` beside the database];
+    /// never inside the workspace's `sessions/` (Maka v0.1.2 and v0.1.3 keep session
+    /// folders there, and a session's folder moves beside its bundle)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Move the sessions (default: dry run, nothing is written)

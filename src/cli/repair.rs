@@ -52,7 +52,7 @@ struct RepairRead {
 #[derive(Debug, Args)]
 pub struct RepairArgs {
     /// Directory for the quarantine bundles [default: `wsledger-quarantine` beside
-    /// the database]
+    /// the database]; never inside the workspace's `sessions/`
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Carry the plan out (default: dry run, nothing is written)

@@ -64,6 +64,70 @@ pub fn marker_line(session: &str) -> String {
     )
 }
 
+/// An empty database of release `tag` at `db`, as the release creates it: the objects
+/// of its schema dump (tables first, then what refers to them), its registry rows, the
+/// capability rows its runtime migrations write, and its `user_version`. Returns the
+/// connection and the dump.
+pub fn empty_release_db(db: &Path, tag: &str) -> (Connection, Value) {
+    let dump: Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("fixtures/releases/schemas/{tag}.json")).unwrap(),
+    )
+    .unwrap();
+    let c = Connection::open(db).unwrap();
+    let rank = |o: &Value| match o["type"].as_str().unwrap() {
+        "table" => 0,
+        "index" => 1,
+        "view" => 2,
+        _ => 3,
+    };
+    let mut objects: Vec<&Value> = dump["objects"].as_array().unwrap().iter().collect();
+    objects.sort_by_key(|o| rank(o));
+    for o in objects {
+        if o["name"].as_str().unwrap().starts_with("sqlite_") {
+            continue;
+        }
+        if let Some(sql) = o["sql"].as_str() {
+            c.execute_batch(sql)
+                .unwrap_or_else(|e| panic!("{tag}: {e}: {sql}"));
+        }
+    }
+    for r in dump["registry"].as_array().into_iter().flatten() {
+        c.execute(
+            "INSERT INTO operational_schema_migrations(scope, version, applied_at) \
+             VALUES (?1, ?2, ?3)",
+            rusqlite::params![
+                r["scope"].as_str().unwrap(),
+                r["version"].as_i64().unwrap(),
+                r["applied_at"].as_i64().unwrap_or(1)
+            ],
+        )
+        .unwrap_or_else(|e| panic!("{tag}: registry: {e}"));
+    }
+    let uv = dump["user_version"].as_i64().unwrap();
+    let has_caps = c
+        .table_exists(Some("main"), "runtime_capabilities")
+        .unwrap();
+    if has_caps {
+        // Runtime migration 5 adds recovery authority, 6 continuation, 7 workspace
+        // version authority (the dumps hold no rows).
+        for (min, cap) in [
+            (5, "runtime_recovery_authority"),
+            (6, "runtime_continuation_authority"),
+            (7, "runtime_workspace_version_authority"),
+        ] {
+            if uv >= min {
+                c.execute(
+                    "INSERT INTO runtime_capabilities(capability, version) VALUES (?1, 1)",
+                    [cap],
+                )
+                .unwrap();
+            }
+        }
+    }
+    c.pragma_update(None, "user_version", uv).unwrap();
+    (c, dump)
+}
+
 /// Builds a `tag` (`v0.1.2` or `v0.1.3`) workspace from the rows of
 /// `fixtures/<fixture>/runtime.sqlite` (a v0.1.5 file). `without_failed_turn_state`:
 /// a `(session, turn)` whose `failed` turn_state record is left out of its transcript
@@ -76,60 +140,21 @@ pub fn build(
     let dir = tempfile::tempdir().unwrap();
     let ws = FileReleaseWs { dir };
     std::fs::create_dir_all(ws.root().join("sessions")).unwrap();
-    let dump: Value = serde_json::from_str(
-        &std::fs::read_to_string(format!("fixtures/releases/schemas/{tag}.json")).unwrap(),
-    )
-    .unwrap();
-    let c = Connection::open(ws.db()).unwrap();
+    let (c, dump) = empty_release_db(&ws.db(), tag);
     // Rows go in table by table, parents not always first.
     c.pragma_update(None, "foreign_keys", false).unwrap();
     let objects: Vec<&Value> = dump["objects"].as_array().unwrap().iter().collect();
-    // Tables, then indexes, then triggers.
-    for kind in ["table", "index", "trigger"] {
-        for o in objects.iter().filter(|o| o["type"] == kind) {
-            if let Some(sql) = o["sql"].as_str() {
-                c.execute_batch(sql).unwrap();
-            }
-        }
-    }
-    c.pragma_update(None, "user_version", dump["user_version"].as_i64().unwrap())
-        .unwrap();
-    let mut session_metadata_version = None;
-    for r in dump["registry"].as_array().unwrap() {
-        c.execute(
-            "INSERT INTO operational_schema_migrations(scope, version, applied_at) \
-             VALUES (?1, ?2, ?3)",
-            rusqlite::params![
-                r["scope"].as_str().unwrap(),
-                r["version"].as_i64().unwrap(),
-                r["applied_at"].as_i64().unwrap()
-            ],
-        )
-        .unwrap();
-        if r["scope"] == "session_metadata" {
-            session_metadata_version = r["version"].as_i64();
-        }
-    }
+    let session_metadata_version = dump["registry"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["scope"] == "session_metadata")
+        .and_then(|r| r["version"].as_i64());
     c.execute(
         "INSERT INTO session_metadata_schema(scope, version) VALUES ('session_metadata', ?1)",
         [session_metadata_version.unwrap()],
     )
     .unwrap();
-    // Runtime migration 5 adds recovery authority, 6 continuation, 7 workspace version.
-    let uv = dump["user_version"].as_i64().unwrap();
-    for (min, cap) in [
-        (5, "runtime_recovery_authority"),
-        (6, "runtime_continuation_authority"),
-        (7, "runtime_workspace_version_authority"),
-    ] {
-        if uv >= min {
-            c.execute(
-                "INSERT INTO runtime_capabilities(capability, version) VALUES (?1, 1)",
-                [cap],
-            )
-            .unwrap();
-        }
-    }
     let src = Path::new("fixtures").join(fixture).join("runtime.sqlite");
     c.execute("ATTACH DATABASE ?1 AS src", [src.to_str().unwrap()])
         .unwrap();
