@@ -1057,6 +1057,12 @@ pub fn plan_finalize_on(
 /// Which release's schema an apply writes in, or why it must refuse (both shown by
 /// dry runs).
 fn set_basis(ws: &Workspace, plan: &mut crate::finalize::Plan) -> Result<(), DbError> {
+    // Releases before v0.1.7 have no ordinal table: the plan writes no ordinal.
+    if !ws.has_table("runtime_session_event_ordinals")? {
+        for e in &mut plan.plan {
+            e.ordinal = None;
+        }
+    }
     match crate::db::write::write_basis(&ws.schema_facts()?) {
         Ok(b) => plan.schema_basis = Some(b.to_json()),
         Err(why) => plan.apply_refusal = Some(why.join("; ")),

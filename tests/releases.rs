@@ -323,67 +323,9 @@ fn an_empty_workspace_of_every_release_is_recognised_and_clean() {
         "v0.1.0", "v0.1.1", "v0.1.2", "v0.1.3", "v0.1.4", "v0.1.5", "v0.1.6", "v0.1.7", "v0.1.8",
         "v0.1.9", "v0.1.10", "v0.1.11",
     ] {
-        let dump = json(
-            &std::fs::read_to_string(format!("fixtures/releases/schemas/{tag}.json")).unwrap(),
-        );
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("runtime.sqlite");
-        let c = rusqlite::Connection::open(&db).unwrap();
-        // Tables first, then what refers to them.
-        let rank = |o: &Value| match o["type"].as_str().unwrap() {
-            "table" => 0,
-            "index" => 1,
-            "view" => 2,
-            _ => 3,
-        };
-        let mut objects: Vec<&Value> = dump["objects"].as_array().unwrap().iter().collect();
-        objects.sort_by_key(|o| rank(o));
-        for o in objects {
-            if o["name"].as_str().unwrap().starts_with("sqlite_") {
-                continue;
-            }
-            if let Some(sql) = o["sql"].as_str() {
-                c.execute_batch(sql)
-                    .unwrap_or_else(|e| panic!("{tag}: {e}: {sql}"));
-            }
-        }
-        for r in dump["registry"].as_array().into_iter().flatten() {
-            c.execute(
-                "INSERT INTO operational_schema_migrations(scope, version, applied_at) \
-                 VALUES (?1, ?2, ?3)",
-                rusqlite::params![
-                    r["scope"].as_str().unwrap(),
-                    r["version"].as_i64().unwrap(),
-                    r["applied_at"].as_i64().unwrap_or(1)
-                ],
-            )
-            .unwrap_or_else(|e| panic!("{tag}: registry: {e}"));
-        }
-        let uv = dump["user_version"].as_i64().unwrap();
-        let has_caps: bool = c
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE name = 'runtime_capabilities'",
-                [],
-                |r| r.get::<_, i64>(0),
-            )
-            .unwrap()
-            == 1;
-        if has_caps {
-            for (min, cap) in [
-                (5, "runtime_recovery_authority"),
-                (6, "runtime_continuation_authority"),
-                (7, "runtime_workspace_version_authority"),
-            ] {
-                if uv >= min {
-                    c.execute(
-                        "INSERT INTO runtime_capabilities(capability, version) VALUES (?1, 1)",
-                        [cap],
-                    )
-                    .unwrap();
-                }
-            }
-        }
-        c.pragma_update(None, "user_version", uv).unwrap();
+        let (c, _) = common::file_release::empty_release_db(&db, tag);
         drop(c);
         let (status, doc) = scan(dir.path());
         assert_eq!(status, 0, "{tag}: {doc}");

@@ -226,7 +226,12 @@ pub fn run(
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
     if !args.no_backup {
-        plan.backup = Some(backup_before_write(&writer, &db, now)?);
+        let backup = backup_before_write(&writer, &db, now)?;
+        // Nothing was written yet: a failed copy takes the database backup with it.
+        plan.transcript_backup = backup_transcripts(&plan, &backup).inspect_err(|_| {
+            let _ = std::fs::remove_file(&backup);
+        })?;
+        plan.backup = Some(backup);
     }
     recheck_after_backup(&db, &mut open_probe, plan.backup.as_deref(), printer)?;
     write_finalize(&writer, &plan)?;
@@ -271,6 +276,60 @@ pub(crate) fn backup_before_write(
     Ok(dest.display().to_string())
 }
 
+/// Copies every session transcript file the plan appends to (v0.1.2, v0.1.3) into
+/// `<backup>.sessions/<session id>/`, the layout of `sessions/`, checked against what
+/// the plan read; returns that directory (none when no file is appended; removed
+/// again on a failure).
+pub(crate) fn backup_transcripts(plan: &Plan, backup: &str) -> Result<Option<String>, CliError> {
+    use crate::db::files::{copy_tree, FileRecord, TranscriptState, TRANSCRIPT_FILE};
+    let files: Vec<(&str, &crate::db::files::TranscriptFile)> =
+        plan.writes
+            .sessions
+            .iter()
+            .filter(|(s, _)| {
+                plan.writes.runs.iter().any(|r| {
+                    r.session_id == *s && r.message.as_ref().is_some_and(|m| m.file.is_some())
+                })
+            })
+            .filter_map(|(s, rows)| rows.transcript_file.as_ref().map(|f| (s.as_str(), f)))
+            .collect();
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let dir = PathBuf::from(format!("{backup}.sessions"));
+    let fail = |e: std::io::Error| {
+        let _ = std::fs::remove_dir_all(&dir);
+        CliError::new(
+            format!(
+                "backup of the transcript files into `{}` failed, nothing was written: {e}",
+                dir.display()
+            ),
+            "make the directory beside the database writable (or free disk space), or pass \
+             --no-backup",
+        )
+    };
+    std::fs::create_dir(&dir).map_err(fail)?;
+    for (session, f) in files {
+        let TranscriptState::Ready { len, sha256, .. } = &f.state else {
+            continue;
+        };
+        let record = FileRecord {
+            path: TRANSCRIPT_FILE.to_owned(),
+            size: *len,
+            sha256: sha256.clone(),
+        };
+        let src = f.path.parent().unwrap_or(Path::new("."));
+        copy_tree(
+            src,
+            &[record],
+            &dir.join(format!(".{session}.tmp")),
+            &dir.join(session),
+        )
+        .map_err(fail)?;
+    }
+    Ok(Some(dir.display().to_string()))
+}
+
 /// After the backup, before the first write: refuses again while another process has
 /// the file open (a backup of a large file takes a while). Nothing was written then,
 /// so the backup of the unchanged file goes too; otherwise says where it is.
@@ -283,6 +342,7 @@ pub(crate) fn recheck_after_backup(
     if let Err(e) = refuse_if_open(db, probe) {
         if let Some(b) = backup {
             let _ = std::fs::remove_file(b);
+            let _ = std::fs::remove_dir_all(format!("{b}.sessions"));
         }
         return Err(e);
     }

@@ -14,6 +14,7 @@ use super::finalize::{
 use super::{workspace, CliError, ExitStatus, GlobalArgs, Printer};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::backup::backup_path;
+use crate::db::files::{self, FileRecord};
 use crate::db::quarantine::{Deletion, RestoreItem};
 use crate::db::write::Writer;
 use crate::db::Workspace;
@@ -41,7 +42,9 @@ pub struct QuarantineArgs {
     /// Quarantine exactly this session (repeatable) instead of the damaged ones
     #[arg(long = "session", value_name = "ID")]
     pub sessions: Vec<String>,
-    /// Directory for the bundles [default: `wsledger-quarantine` beside the database]
+    /// Directory for the bundles [default: `wsledger-quarantine` beside the database];
+    /// never inside the workspace's `sessions/` (Maka v0.1.2 and v0.1.3 keep session
+    /// folders there, and a session's folder moves beside its bundle)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Move the sessions (default: dry run, nothing is written)
@@ -200,6 +203,19 @@ fn render_table(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {
             .unwrap_or_default();
         writeln!(out, "  rows    {}", sanitize(&rows.join(", ")))?;
         writeln!(out, "  bundle  {}", s(&sess["bundle"]))?;
+        if let Some(f) = sess.get("session_files").filter(|f| f.is_object()) {
+            let (arrow, other) = match f.get("moved_to") {
+                Some(m) => ("->", m),
+                None => ("<-", &f["from"]),
+            };
+            writeln!(
+                out,
+                "  files   {} {arrow} {} ({} file(s))",
+                s(&f["folder"]),
+                s(other),
+                f["files"].as_array().map_or(0, Vec::len)
+            )?;
+        }
     }
     let yn = |v: &Value| {
         if v.as_bool() == Some(true) {
@@ -350,6 +366,90 @@ fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bun
     }
 }
 
+/// The files of a session folder (v0.1.2, v0.1.3), or none.
+pub(crate) type Folder = Option<Vec<FileRecord>>;
+
+/// The session's folder `sessions/<id>/` beside `db`, listed, where the release keeps
+/// one (`keeps_files`) and it exists.
+pub(crate) fn session_folder(
+    db: &Path,
+    keeps_files: bool,
+    session: &str,
+) -> Result<Folder, CliError> {
+    let dir = files::session_dir(db, session);
+    if !keeps_files || std::fs::symlink_metadata(&dir).is_err() {
+        return Ok(None);
+    }
+    files::list_tree(&dir).map(Some).map_err(|e| {
+        CliError::new(
+            format!(
+                "cannot read the session folder `{}`: {e}; nothing was changed",
+                dir.display()
+            ),
+            "a session folder must hold only files and directories wsledger can read",
+        )
+    })
+}
+
+/// Where a quarantine keeps a session's folder: `<session id>.files` beside its bundle.
+pub(crate) fn folder_copy_name(session: &str) -> String {
+    format!("{session}.files")
+}
+
+/// A path made absolute with its existing part resolved (symbolic links followed).
+fn resolved(p: &Path) -> PathBuf {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(p)
+    };
+    let mut base = abs.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut real) = std::fs::canonicalize(base) {
+            for r in rest.iter().rev() {
+                real.push(r);
+            }
+            return real;
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                base = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+/// Refuses a bundle directory inside the workspace's `sessions/`: Maka v0.1.2 and
+/// v0.1.3 refuse to open a workspace whose `sessions/` holds a directory that is not
+/// a session's. Checked before anything is created.
+pub(crate) fn refuse_out_in_sessions(out: &Path, db: &Path) -> Result<(), CliError> {
+    let sessions = files::workspace_root(db).join(files::SESSIONS_DIR);
+    if resolved(out).starts_with(resolved(&sessions)) {
+        return Err(CliError::new(
+            format!(
+                "the bundle directory `{}` is inside `{}`; nothing was changed",
+                out.display(),
+                sessions.display()
+            ),
+            "Maka v0.1.2 and v0.1.3 refuse to open a workspace whose `sessions/` holds a \
+             directory that is not a session: choose an --out outside it",
+        ));
+    }
+    Ok(())
+}
+
+/// `session_files` of a quarantine plan entry (`moved_to`) or restore (`from`).
+fn folder_json(db: &Path, session: &str, other: (&str, PathBuf), recs: &[FileRecord]) -> Value {
+    json!({
+        "folder": files::session_dir(db, session).display().to_string(),
+        other.0: other.1.display().to_string(),
+        "files": recs,
+    })
+}
+
 /// What a quarantine is planned from.
 struct QuarantineRead {
     report: ScanReport,
@@ -363,6 +463,9 @@ struct QuarantineRead {
     binding: Option<String>,
     /// Titles and last activity of the target sessions.
     labels: BTreeMap<String, crate::db::diagnosis::SessionLabelRow>,
+    /// The release keeps session folders (v0.1.2, v0.1.3), and each target's.
+    keeps_files: bool,
+    folders: Vec<Folder>,
 }
 
 /// Reads what a quarantine is planned from. The outer error is the database's (a read
@@ -414,6 +517,14 @@ fn read_quarantine(
     };
     let binding = ws.root_binding()?;
     let labels = ws.session_labels(targets.keys().map(String::as_str))?;
+    let keeps_files = ws.transcripts_in_files()?;
+    let mut folders = Vec::new();
+    for s in targets.keys() {
+        match session_folder(ws.path(), keeps_files, s) {
+            Ok(f) => folders.push(f),
+            Err(e) => return Ok(Err(e)),
+        }
+    }
     Ok(Ok(QuarantineRead {
         report,
         archived,
@@ -424,6 +535,8 @@ fn read_quarantine(
         basis,
         binding,
         labels,
+        keeps_files,
+        folders,
     }))
 }
 
@@ -459,6 +572,7 @@ pub fn run_quarantine(
             .unwrap_or(Path::new("."))
             .join("wsledger-quarantine")
     });
+    refuse_out_in_sessions(&out_dir, &db)?;
     // Everything the plan is made from, at one snapshot.
     let QuarantineRead {
         report,
@@ -470,14 +584,17 @@ pub fn run_quarantine(
         basis,
         binding,
         labels,
+        keeps_files,
+        folders,
     } = Workspace::read(&db, |ws| read_quarantine(ws, args, &shown))??;
     let sessions_json = || -> Vec<Value> {
         targets
             .iter()
             .zip(&deletions)
-            .map(|((s, reasons), d)| {
+            .zip(&folders)
+            .map(|(((s, reasons), d), folder)| {
                 let label = labels.get(s);
-                json!({
+                let mut v = json!({
                     "session_id": s,
                     "name": label.and_then(|l| l.name.clone()),
                     "last_activity_ms": label.and_then(|l| l.last_activity_ms),
@@ -485,7 +602,19 @@ pub fn run_quarantine(
                     "rows": rows_json(d),
                     "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),
                     "blockers": d.blockers,
-                })
+                });
+                if keeps_files {
+                    // The folder moves beside the bundle (null: the session has none).
+                    v["session_files"] = folder.as_ref().map_or(Value::Null, |recs| {
+                        folder_json(
+                            &db,
+                            s,
+                            ("moved_to", out_dir.join(folder_copy_name(s))),
+                            recs,
+                        )
+                    });
+                }
+                v
             })
             .collect()
     };
@@ -552,7 +681,7 @@ pub fn run_quarantine(
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
-    let (fresh, generation) = read_targets(&writer, &targets)?;
+    let (fresh, generation, folders) = read_targets(&writer, &targets)?;
     let mut made = make_out_dir(&out_dir)?;
     let backup = if args.no_backup {
         None
@@ -562,10 +691,11 @@ pub fn run_quarantine(
     recheck_after_backup(&db, &mut open_probe, backup.as_deref(), printer)?;
     doc["backup"] = json!(backup);
     let release = basis.as_ref().ok().map(|b| b.to_json());
-    let moved = write_quarantine(
+    let (moved, notes) = write_quarantine(
         &writer,
         &targets,
         &fresh,
+        &folders,
         generation,
         &out_dir,
         &schema,
@@ -576,6 +706,10 @@ pub fn run_quarantine(
     made.keep();
     drop(writer);
     drop(open_probe);
+    for n in &notes {
+        printer.warn(n);
+    }
+    doc["notes"] = json!(notes);
     let (after, archived_after) = rescan(&db)?;
     doc["applied"] = Value::Bool(true);
     doc["after"] = state(&after, &archived_after);
@@ -598,12 +732,18 @@ pub(crate) fn make_out_dir(out_dir: &Path) -> Result<MadeDirs, CliError> {
 /// Under the owner lock: the catalog generation and each target session's rows read
 /// again (what the bundles hold and the transaction checks), refusing a session
 /// Maka's own deletion could not delete.
+#[allow(clippy::type_complexity)]
 pub(crate) fn read_targets(
     writer: &Writer,
     targets: &BTreeMap<String, Vec<Reason>>,
-) -> Result<(Vec<Deletion>, Option<i64>), CliError> {
+) -> Result<(Vec<Deletion>, Option<i64>, Vec<Folder>), CliError> {
     let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
     let generation = writer.catalog_generation().map_err(werr)?;
+    let keeps_files = writer.transcripts_in_files().map_err(werr)?;
+    let mut folders = Vec::new();
+    for s in targets.keys() {
+        folders.push(session_folder(writer.path(), keeps_files, s)?);
+    }
     let mut fresh = Vec::new();
     for s in targets.keys() {
         let d = writer.read_deletion(s).map_err(werr)?;
@@ -615,34 +755,48 @@ pub(crate) fn read_targets(
         }
         fresh.push(d);
     }
-    Ok((fresh, generation))
+    Ok((fresh, generation, folders))
 }
 
-/// After the backup: writes and reads back each session's bundle, then deletes the
-/// sessions in one transaction (`Writer::quarantine`). A failure removes the bundles
-/// written so far. Returns how many sessions moved.
+/// After the backup: writes and reads back each session's bundle (with a checked
+/// copy of its folder, v0.1.2 and v0.1.3), then deletes the sessions in one
+/// transaction (`Writer::quarantine`), then removes the folders. A failure before the
+/// commit removes the bundles and copies written so far. Returns how many sessions
+/// moved, and notes on folders left in place.
+///
+/// The order is safe at every point for those releases' open-time check of
+/// `sessions/` (a folder without a session row is refused unless tombstoned): until
+/// the commit the folder and its row are both there; after it the folder is
+/// tombstoned, so one left behind by a crash is accepted (and still in the bundle).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_quarantine(
     writer: &Writer,
     targets: &BTreeMap<String, Vec<Reason>>,
     fresh: &[Deletion],
+    folders: &[Folder],
     generation: Option<i64>,
     out_dir: &Path,
     schema: &SchemaInfo,
     shown: &str,
     now: i64,
     release: Option<&Value>,
-) -> Result<usize, CliError> {
+) -> Result<(usize, Vec<String>), CliError> {
     let werr = |e: crate::db::write::WriteError| CliError::new(e.to_string(), e.hint());
+    let db = writer.path().to_path_buf();
     let removed_meta = fresh.iter().filter(|d| d.has_metadata()).count() as i64;
     let all: Vec<Value> = targets.keys().map(|s| Value::from(s.clone())).collect();
+    // Bundles and folder copies written so far (removed again on a failure).
     let mut written: Vec<PathBuf> = Vec::new();
     let cleanup = |written: &[PathBuf]| {
         for p in written {
-            let _ = std::fs::remove_file(p);
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(p)
+            } else {
+                std::fs::remove_file(p)
+            };
         }
     };
-    for ((s, reasons), d) in targets.iter().zip(fresh) {
+    for (((s, reasons), d), folder) in targets.iter().zip(fresh).zip(folders) {
         let mut meta = Map::new();
         meta.insert("tool".into(), json!("wsledger doctor quarantine"));
         meta.insert("quarantined_at_ms".into(), json!(now));
@@ -663,6 +817,34 @@ pub(crate) fn write_quarantine(
                 None => Value::Null,
             },
         );
+        if let Some(recs) = folder {
+            let copy = out_dir.join(folder_copy_name(s));
+            let copied = (|| {
+                // A copy left by an earlier run that did not go through.
+                if copy.exists() {
+                    std::fs::remove_dir_all(&copy)?;
+                }
+                files::copy_tree(
+                    &files::session_dir(&db, s),
+                    recs,
+                    &out_dir.join(format!(".{}.tmp", folder_copy_name(s))),
+                    &copy,
+                )
+            })();
+            if let Err(e) = copied {
+                cleanup(&written);
+                return Err(io_err("copy the session folder into", &copy, &e));
+            }
+            written.push(copy);
+            meta.insert(
+                "session_files".into(),
+                json!({
+                    "folder": format!("{}/{s}", files::SESSIONS_DIR),
+                    "copy": folder_copy_name(s),
+                    "files": recs,
+                }),
+            );
+        }
         let bundle = bundle_of(d, schema, meta);
         let path = out_dir.join(bundle_file_name(s));
         if let Err(e) = write_durably(&path, &bundle.to_json_text()) {
@@ -702,7 +884,34 @@ pub(crate) fn write_quarantine(
         cleanup(&written);
         return Err(werr(e));
     }
-    Ok(fresh.len())
+    // The rows are gone and the sessions tombstoned: now their folders go, as the
+    // release's own removal does after its transaction.
+    let mut notes = Vec::new();
+    for (s, folder) in targets.keys().zip(folders) {
+        let Some(recs) = folder else { continue };
+        let dir = files::session_dir(&db, s);
+        let removed = files::tree_matches(&dir, recs).and_then(|same| {
+            if same {
+                files::remove_tree(&dir).map(|_| true)
+            } else {
+                Ok(false)
+            }
+        });
+        match removed {
+            Ok(true) => {}
+            Ok(false) => notes.push(format!(
+                "the session folder `{}` changed after it was copied into the bundle; it was \
+                 left in place (the session is tombstoned, so Maka ignores it)",
+                dir.display()
+            )),
+            Err(e) => notes.push(format!(
+                "the session folder `{}` could not be removed ({e}); it is in the bundle, and \
+                 the session is tombstoned, so Maka ignores it",
+                dir.display()
+            )),
+        }
+    }
+    Ok((fresh.len(), notes))
 }
 
 /// What a quarantine bundle says about how to put its session back.
@@ -713,6 +922,8 @@ struct Parsed {
     tombstone_added: bool,
     sessions: Vec<String>,
     generation: Option<(i64, i64)>,
+    /// The session folder's copy beside the bundle and its files (v0.1.2, v0.1.3).
+    files: Option<(PathBuf, Vec<FileRecord>)>,
 }
 
 fn parse_bundle(path: &Path) -> Result<Parsed, CliError> {
@@ -764,6 +975,28 @@ fn parse_bundle(path: &Path) -> Result<Parsed, CliError> {
         },
         _ => None,
     };
+    let files = match meta.get("session_files") {
+        None | Some(Value::Null) => None,
+        Some(f) => {
+            let copy = f
+                .get("copy")
+                .and_then(Value::as_str)
+                .filter(|c| *c == folder_copy_name(&bundle.session_id))
+                .ok_or_else(|| bad("session_files.copy"))?;
+            let recs: Vec<FileRecord> = serde_json::from_value(f["files"].clone())
+                .map_err(|_| bad("session_files.files"))?;
+            let safe = |r: &FileRecord| {
+                Path::new(&r.path)
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)))
+            };
+            if !recs.iter().all(safe) {
+                return Err(bad("session_files.files"));
+            }
+            let dir = path.parent().unwrap_or(Path::new("."));
+            Some((dir.join(copy), recs))
+        }
+    };
     Ok(Parsed {
         path: path.to_path_buf(),
         bundle,
@@ -771,6 +1004,7 @@ fn parse_bundle(path: &Path) -> Result<Parsed, CliError> {
         tombstone_added,
         sessions,
         generation,
+        files,
     })
 }
 
@@ -781,7 +1015,10 @@ fn read_restore(
     ws: &Workspace,
     parsed: &[Parsed],
     shown: &str,
-) -> Result<Result<(Option<String>, ScanReport, BTreeSet<String>), CliError>, crate::db::DbError> {
+) -> Result<
+    Result<(Option<String>, ScanReport, BTreeSet<String>, Vec<bool>), CliError>,
+    crate::db::DbError,
+> {
     let facts = ws.schema_facts()?;
     let current = SchemaInfo {
         user_version: facts.user_version,
@@ -841,10 +1078,54 @@ fn read_restore(
             )));
         }
     }
+    // The session folders: each copy must be what its bundle records, and the
+    // folder must not be in `sessions/` yet (unless a restore that stopped after
+    // putting it back left exactly it there).
+    let mut in_place = Vec::new();
+    for p in parsed {
+        let Some((copy, recs)) = &p.files else {
+            in_place.push(false);
+            continue;
+        };
+        let refuse = |what: String| {
+            Ok(Err(CliError::new(
+                format!("`{}`: {what}; nothing was changed", p.path.display()),
+                "a quarantine keeps the session folder's copy beside its bundle; restore \
+                 from the bundle directory as the quarantine wrote it",
+            )))
+        };
+        match files::tree_matches(copy, recs) {
+            Ok(true) => {}
+            Ok(false) => {
+                return refuse(format!(
+                    "the session folder copy `{}` differs from the files the bundle records",
+                    copy.display()
+                ))
+            }
+            Err(e) => {
+                return refuse(format!(
+                    "the session folder copy `{}` cannot be read ({e})",
+                    copy.display()
+                ))
+            }
+        }
+        let dest = files::session_dir(ws.path(), &p.bundle.session_id);
+        if std::fs::symlink_metadata(&dest).is_err() {
+            in_place.push(false);
+        } else if files::tree_matches(&dest, recs).unwrap_or(false) {
+            in_place.push(true);
+        } else {
+            return Ok(Err(CliError::new(
+                format!("`{}` already exists; nothing was changed", dest.display()),
+                "a session is restored only while it is quarantined: its folder must not \
+                 be in `sessions/`",
+            )));
+        }
+    }
     let binding = ws.root_binding()?;
     let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
     let archived = archived_sessions(ws)?;
-    Ok(Ok((binding, report, archived)))
+    Ok(Ok((binding, report, archived, in_place)))
 }
 
 pub fn run_restore(
@@ -871,7 +1152,7 @@ pub fn run_restore(
         }
     }
     // The checks and the plan at one snapshot.
-    let (binding, report, archived) =
+    let (binding, report, archived, in_place) =
         Workspace::read(&db, |ws| read_restore(ws, &parsed, &shown))??;
     let mut doc = json!({
         "schema_version": 1,
@@ -884,11 +1165,16 @@ pub fn run_restore(
                 .filter(|(_, r)| !r.is_empty())
                 .map(|(t, r)| (t.clone(), Value::from(r.len())))
                 .collect();
-            json!({
+            let mut v = json!({
                 "session_id": p.bundle.session_id,
                 "rows": counts,
                 "bundle": p.path.display().to_string(),
-            })
+            });
+            if let Some((copy, recs)) = &p.files {
+                v["session_files"] =
+                    folder_json(&db, &p.bundle.session_id, ("from", copy.clone()), recs);
+            }
+            v
         }).collect::<Vec<_>>(),
         "before": state(&report, &archived),
         "notes": [],
@@ -944,7 +1230,50 @@ pub fn run_restore(
             remove_tombstone: p.tombstone_added,
         })
         .collect();
-    let outcome = writer.restore(&items, generation).map_err(werr)?;
+    // The folders first: until the transaction below removes the tombstone, a folder
+    // of a tombstoned session is one v0.1.2 and v0.1.3 accept at open; staged beside
+    // `sessions/` (never in it), then renamed into place.
+    let mut placed: Vec<PathBuf> = Vec::new();
+    let unplace = |placed: &[PathBuf]| {
+        for d in placed {
+            let _ = files::remove_tree(d);
+        }
+    };
+    for (p, already) in parsed.iter().zip(&in_place) {
+        let (Some((copy, recs)), false) = (&p.files, *already) else {
+            continue;
+        };
+        let id = &p.bundle.session_id;
+        let dest = files::session_dir(&db, id);
+        let root = files::workspace_root(&db);
+        let put = (|| {
+            if let Some(parent) = dest.parent().filter(|d| !d.exists()) {
+                std::fs::create_dir(parent)?;
+                files::sync_dir(&root)?;
+            }
+            files::copy_tree(
+                copy,
+                recs,
+                &root.join(format!(".wsledger-restore-{id}.tmp")),
+                &dest,
+            )
+        })();
+        if let Err(e) = put {
+            unplace(&placed);
+            return Err(CliError::new(
+                format!(
+                    "cannot put the session folder back into `{}`: {e}; nothing was changed",
+                    dest.display()
+                ),
+                "check the permissions of the workspace directory (and free disk space)",
+            ));
+        }
+        placed.push(dest);
+    }
+    let outcome = writer.restore(&items, generation).map_err(|e| {
+        unplace(&placed);
+        werr(e)
+    })?;
     drop(writer);
     drop(open_probe);
     let mut notes = Vec::new();

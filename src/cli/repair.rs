@@ -6,10 +6,12 @@ use clap::Args;
 use serde_json::{json, Value};
 
 use super::finalize::{
-    backup_before_write, check_writable, now_ms, recheck_after_backup, refuse_if_open,
-    take_owner_lock, verify, write_finalize,
+    backup_before_write, backup_transcripts, check_writable, now_ms, recheck_after_backup,
+    refuse_if_open, take_owner_lock, verify, write_finalize,
 };
-use super::quarantine::{check_out_dir, make_out_dir, read_targets, write_quarantine};
+use super::quarantine::{
+    check_out_dir, make_out_dir, read_targets, refuse_out_in_sessions, write_quarantine,
+};
 use super::{workspace, CliError, ExitStatus, GlobalArgs, Printer};
 use crate::bundle::SchemaInfo;
 use crate::db::write::Writer;
@@ -50,7 +52,7 @@ struct RepairRead {
 #[derive(Debug, Args)]
 pub struct RepairArgs {
     /// Directory for the quarantine bundles [default: `wsledger-quarantine` beside
-    /// the database]
+    /// the database]; never inside the workspace's `sessions/`
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Carry the plan out (default: dry run, nothing is written)
@@ -184,6 +186,7 @@ pub fn run(
             .join("wsledger-quarantine")
     });
     if !targets.is_empty() {
+        refuse_out_in_sessions(&out_dir, &db)?;
         check_out_dir(&out_dir)?;
     }
     let _lock = take_owner_lock(&db, binding.as_deref(), printer)?;
@@ -194,8 +197,8 @@ pub fn run(
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
-    let (fresh, generation) = if targets.is_empty() {
-        (Vec::new(), None)
+    let (fresh, generation, folders) = if targets.is_empty() {
+        (Vec::new(), None, Vec::new())
     } else {
         read_targets(&writer, &targets)?
     };
@@ -215,10 +218,11 @@ pub fn run(
     if !targets.is_empty() {
         // The bundle names the database file, as `doctor quarantine`'s does.
         let file = db.display().to_string();
-        let moved = write_quarantine(
+        let (moved, notes) = write_quarantine(
             &writer,
             &targets,
             &fresh,
+            &folders,
             generation,
             &out_dir,
             &schema,
@@ -228,6 +232,9 @@ pub fn run(
         )?;
         if let Some(m) = made.as_mut() {
             m.keep();
+        }
+        for n in &notes {
+            printer.warn(n);
         }
         let bundles: Vec<String> = targets
             .keys()
@@ -248,6 +255,11 @@ pub fn run(
     let planning = plan_finalize(&db, &PlanOptions::default())?;
     let plan = planning.plan;
     if !plan.plan.is_empty() {
+        if let Some(b) = &backup {
+            if let Some(t) = backup_transcripts(&plan, b)? {
+                printer.note(&format!("transcript backup: {t}"));
+            }
+        }
         write_finalize(&writer, &plan)?;
         let all = ScanOptions {
             all_runs: true,

@@ -126,6 +126,9 @@ pub struct SessionRows {
     /// `MAX(ordinal)` of the session, 0 without ordinals.
     pub max_ordinal: i64,
     pub boundary_requests: Vec<BoundaryRequestRow>,
+    /// Set where the transcript lives in `sessions/<id>/session.jsonl` (v0.1.2,
+    /// v0.1.3): `messages` were read from it, and a new record is appended to it.
+    pub transcript_file: Option<super::files::TranscriptFile>,
 }
 
 /// One continuation claim, as far as finalize needs it.
@@ -308,8 +311,31 @@ fn read_run_rows_but_operations(
     })
 }
 
+/// Whether transcripts live in session files beside the database: a session store
+/// without a `session_messages` table (v0.1.2 and v0.1.3).
+pub(crate) fn transcripts_in_files(c: &Connection) -> rusqlite::Result<bool> {
+    Ok(has_table(c, "session_metadata")? && !has_table(c, "session_messages")?)
+}
+
+/// [`read_session_rows`] of the database `db`, with the transcript read from its
+/// session file where the release keeps it there.
+pub(crate) fn read_session_rows_at(
+    c: &Connection,
+    db: &std::path::Path,
+    session: &str,
+) -> rusqlite::Result<SessionRows> {
+    let mut rows = read_session_rows(c, session)?;
+    if transcripts_in_files(c)? {
+        let (messages, file) =
+            super::files::read_transcript(&super::files::transcript_path(db, session));
+        rows.messages = messages;
+        rows.transcript_file = Some(file);
+    }
+    Ok(rows)
+}
+
 pub(crate) fn read_session_rows(c: &Connection, session: &str) -> rusqlite::Result<SessionRows> {
-    if !has_table(c, "session_metadata")? || !has_table(c, "session_messages")? {
+    if !has_table(c, "session_metadata")? {
         return Ok(SessionRows::default());
     }
     let meta = c
@@ -325,19 +351,24 @@ pub(crate) fn read_session_rows(c: &Connection, session: &str) -> rusqlite::Resu
             })
         })
         .optional()?;
-    let mut stmt = c.prepare_cached(
-        "SELECT sequence, message_type, record_json FROM session_messages \
-         WHERE session_id = ?1 ORDER BY sequence",
-    )?;
-    let mut messages = stmt
-        .query_map([session], |r| {
-            Ok(MessageRow {
-                sequence: int(r, 0)?,
-                message_type: text(r, 1)?,
-                record_json: text(r, 2)?,
-            })
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let mut messages = if has_table(c, "session_messages")? {
+        let mut stmt = c.prepare_cached(
+            "SELECT sequence, message_type, record_json FROM session_messages \
+             WHERE session_id = ?1 ORDER BY sequence",
+        )?;
+        let rows = stmt
+            .query_map([session], |r| {
+                Ok(MessageRow {
+                    sequence: int(r, 0)?,
+                    message_type: text(r, 1)?,
+                    record_json: text(r, 2)?,
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows
+    } else {
+        Vec::new()
+    };
     if messages
         .iter()
         .any(|m| m.record_json == MESSAGE_CHUNK_MARKER)
@@ -397,6 +428,7 @@ pub(crate) fn read_session_rows(c: &Connection, session: &str) -> rusqlite::Resu
         messages,
         max_ordinal,
         boundary_requests,
+        transcript_file: None,
     })
 }
 
@@ -488,7 +520,7 @@ impl Workspace {
 
     /// The session's metadata, transcript, ordinal high-water and boundary requests.
     pub fn session_rows(&self, session_id: &str) -> Result<SessionRows, DbError> {
-        read_session_rows(self.conn(), session_id).map_err(|e| self.err(&e))
+        read_session_rows_at(self.conn(), self.path(), session_id).map_err(|e| self.err(&e))
     }
 
     /// Which `(session, run, turn)` use an invocation id.
@@ -504,6 +536,12 @@ impl Workspace {
     /// A cheap fingerprint of the whole event ledger (see [`LedgerFingerprint`]).
     pub fn ledger_fingerprint(&self) -> Result<LedgerFingerprint, DbError> {
         read_ledger_fingerprint(self.conn()).map_err(|e| self.err(&e))
+    }
+
+    /// Whether session transcripts live in `sessions/<id>/` beside the database
+    /// (v0.1.2, v0.1.3): quarantine and restore move those folders with the rows.
+    pub fn transcripts_in_files(&self) -> Result<bool, DbError> {
+        transcripts_in_files(self.conn()).map_err(|e| self.err(&e))
     }
 
     /// `runtime_storage_root_binding.root_id`, if bound.

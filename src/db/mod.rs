@@ -22,6 +22,7 @@
 pub mod backup;
 pub mod diagnosis;
 pub mod facts;
+pub mod files;
 pub mod quarantine;
 pub mod rows;
 pub mod schema;

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::facts::{
     has_table, read_claims, read_invocation_users, read_ledger_fingerprint, read_runs_rows,
-    read_session_rows, ClaimRow, InvocationUsers, LedgerFingerprint, RunRows, SessionRows,
+    read_session_rows_at, ClaimRow, InvocationUsers, LedgerFingerprint, RunRows, SessionRows,
     MESSAGE_CHUNK_BYTES, MESSAGE_CHUNK_MARKER,
 };
 use super::{DbError, SchemaFacts, Workspace, BUSY_TIMEOUT};
@@ -71,7 +71,8 @@ pub struct RunEventWrite {
     pub record_json: String,
 }
 
-/// A new transcript record (chunked when longer than 64 KiB).
+/// A new transcript record: a `session_messages` row (chunked when longer than 64
+/// KiB), or, with `file`, one line appended to that session file after the commit.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MessageWrite {
     pub sequence: i64,
@@ -79,6 +80,9 @@ pub struct MessageWrite {
     pub message_type: String,
     pub message_ts: i64,
     pub record_json: String,
+    /// The transcript file of a release that keeps transcripts in files (v0.1.2,
+    /// v0.1.3).
+    pub file: Option<PathBuf>,
 }
 
 /// The session header's new record (compare-and-set on `metadata_version`).
@@ -136,6 +140,12 @@ pub enum WriteError {
     Full { path: PathBuf, detail: String },
     #[error("`{path}`: {detail}; nothing was written")]
     Write { path: PathBuf, detail: String },
+    #[error("`{path}`: the database transaction was committed, but appending to `{file}` failed: {detail}")]
+    Transcript {
+        path: PathBuf,
+        file: PathBuf,
+        detail: String,
+    },
 }
 
 /// What to do about a file no repair may write (every repair says the same).
@@ -156,6 +166,13 @@ impl WriteError {
             WriteError::Full { .. } => "free some disk space and run the command again".into(),
             WriteError::Write { .. } => {
                 "the transaction was rolled back; check the file and run the command again".into()
+            }
+            WriteError::Transcript { .. } => {
+                "the runs are sealed in the database; the turn_state record the release would \
+                 have appended is missing from the transcript (Maka shows that turn without its \
+                 final state). The backup beside the database holds the file and the transcript \
+                 as they were before; check the disk and the file's permissions"
+                    .into()
             }
         }
     }
@@ -220,13 +237,6 @@ pub fn write_basis(facts: &SchemaFacts) -> Result<WriteBasis, Vec<String>> {
         return Err(vec![format!(
             "it was written by Maka {} in its opt-in mode, which keeps run headers and \
              sessions in files beside it: there is nothing wsledger can repair in it",
-            g.display()
-        )]);
-    }
-    if crate::scan::release::keeps_session_files(g) {
-        return Err(vec![format!(
-            "Maka {} keeps session transcripts as files in `sessions/`, which wsledger's \
-             repairs do not write yet",
             g.display()
         )]);
     }
@@ -333,6 +343,11 @@ impl Writer {
         super::backup::backup_connection(self.conn(), self.ws.path(), dest)
     }
 
+    /// Whether session transcripts live in `sessions/<id>/` beside the database.
+    pub fn transcripts_in_files(&self) -> Result<bool, WriteError> {
+        super::facts::transcripts_in_files(self.conn()).map_err(|e| classify(self.path(), e))
+    }
+
     /// The schema basis of a repair, or the refusal of a file no repair may write.
     pub fn check_schema(&self) -> Result<WriteBasis, WriteError> {
         let facts = self.ws.schema_facts()?;
@@ -357,7 +372,7 @@ impl Writer {
             .map_err(werr)?;
         // Inside the write lock: the schema and every planned row, again.
         self.check_schema()?;
-        revalidate(&tx, set).map_err(|e| match e {
+        revalidate(&tx, self.ws.path(), set).map_err(|e| match e {
             Revalidation::Sql(e) => werr(e),
             Revalidation::Changed(what) => WriteError::Changed {
                 path: path.clone(),
@@ -374,8 +389,37 @@ impl Writer {
             })?;
         }
         tx.commit().map_err(werr)?;
-        Ok(())
+        // Then the transcript files, as Maka appends after its transaction.
+        append_transcripts(&path, set)
     }
+}
+
+/// Appends each session file's new records (in plan order, one write per file).
+fn append_transcripts(db: &Path, set: &WriteSet) -> Result<(), WriteError> {
+    let mut by_file: Vec<(&PathBuf, Vec<String>)> = Vec::new();
+    for m in set.runs.iter().filter_map(|r| r.message.as_ref()) {
+        let Some(f) = &m.file else { continue };
+        match by_file.iter_mut().find(|(p, _)| *p == f) {
+            Some((_, lines)) => lines.push(m.record_json.clone()),
+            None => by_file.push((f, vec![m.record_json.clone()])),
+        }
+    }
+    let root = super::files::workspace_root(db);
+    for (path, lines) in by_file {
+        let fail = |detail: String| WriteError::Transcript {
+            path: db.to_path_buf(),
+            file: path.clone(),
+            detail,
+        };
+        let file = set
+            .sessions
+            .iter()
+            .filter_map(|(_, rows)| rows.transcript_file.as_ref())
+            .find(|t| t.path == *path)
+            .ok_or_else(|| fail("the plan did not read it".into()))?;
+        super::files::append_transcript(file, &lines, &root).map_err(|e| fail(e.to_string()))?;
+    }
+    Ok(())
 }
 
 pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> WriteError {
@@ -408,7 +452,7 @@ impl From<rusqlite::Error> for Revalidation {
     }
 }
 
-fn revalidate(c: &Connection, set: &WriteSet) -> Result<(), Revalidation> {
+fn revalidate(c: &Connection, db: &Path, set: &WriteSet) -> Result<(), Revalidation> {
     let keys: Vec<(&str, &str)> = set
         .runs
         .iter()
@@ -432,7 +476,7 @@ fn revalidate(c: &Connection, set: &WriteSet) -> Result<(), Revalidation> {
         }
     }
     for (session, rows) in &set.sessions {
-        if read_session_rows(c, session)? != *rows {
+        if read_session_rows_at(c, db, session)? != *rows {
             return Err(Revalidation::Changed(format!("session `{session}`")));
         }
     }
@@ -551,7 +595,7 @@ fn write_run(c: &Connection, run: &RunWrite) -> Result<(), Revalidation> {
             ],
         )?;
     }
-    if let Some(m) = &run.message {
+    if let Some(m) = run.message.as_ref().filter(|m| m.file.is_none()) {
         insert_message(c, &run.session_id, m)?;
     }
     if let Some(s) = &run.session {

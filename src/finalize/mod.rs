@@ -85,6 +85,7 @@ pub enum SkipReason {
     InvocationConflict,
     NeedsToolOutcome,
     NeedsTranscriptBackfill,
+    TranscriptUnavailable,
 }
 
 impl SkipReason {
@@ -101,6 +102,7 @@ impl SkipReason {
             SkipReason::InvocationConflict => "invocation_conflict",
             SkipReason::NeedsToolOutcome => "needs_tool_outcome",
             SkipReason::NeedsTranscriptBackfill => "needs_transcript_backfill",
+            SkipReason::TranscriptUnavailable => "transcript_unavailable",
         }
     }
 }
@@ -123,6 +125,10 @@ pub struct PlanEntry {
     pub ordinal: Option<i64>,
     /// The event's `ts` (also `committed_at`, and the header's `completedAt`).
     pub ts: i64,
+    /// The session file a `turn_state` line is appended to (v0.1.2, v0.1.3; absent
+    /// where the record goes to `session_messages` or none is written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_file: Option<String>,
     /// Operations whose T2 outcome is written first (not part of the JSON contract).
     #[serde(skip)]
     pub settles: Vec<String>,
@@ -153,6 +159,10 @@ pub struct Plan {
     pub schema_basis: Option<serde_json::Value>,
     /// Why `--apply` would refuse this file (`null` when it would not).
     pub apply_refusal: Option<String>,
+    /// Where the transcript files an apply appends to were copied before it (beside
+    /// the database backup); absent when no file is appended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transcript_backup: Option<String>,
     /// Exactly what an apply writes.
     #[serde(skip)]
     pub writes: WriteSet,
@@ -264,6 +274,8 @@ struct SessionCursor {
     messages: Vec<Map<String, Value>>,
     archived: bool,
     boundary_requests: Vec<crate::db::facts::BoundaryRequestRow>,
+    /// The session's transcript file (releases that keep transcripts in files).
+    transcript_file: Option<crate::db::files::TranscriptFile>,
 }
 
 impl SessionCursor {
@@ -283,6 +295,7 @@ impl SessionCursor {
             messages: rows.map_or_else(Vec::new, |r| recovery::decoded_messages(&r.messages)),
             archived: meta.is_some_and(|m| m.is_archived),
             boundary_requests: rows.map_or_else(Vec::new, |r| r.boundary_requests.clone()),
+            transcript_file: rows.and_then(|r| r.transcript_file.clone()),
         }
     }
 }
@@ -309,6 +322,7 @@ pub fn plan(report: &ScanReport, input: &PlanInput, opts: &PlanOptions) -> Plan 
         backup: None,
         schema_basis: None,
         apply_refusal: None,
+        transcript_backup: None,
         writes: WriteSet {
             claims: input.claims.clone(),
             ..WriteSet::default()
@@ -690,6 +704,11 @@ fn plan_new_terminal(
             );
         }
     }
+    if opts.project_header {
+        if let Some(detail) = transcript_refusal(h, "failed", cursor) {
+            return skip(SkipReason::TranscriptUnavailable, detail);
+        }
+    }
     let ops = match outcomes_needed(h, rows, events) {
         Ok(ops) => ops,
         Err(detail) => return skip(SkipReason::NeedsToolOutcome, detail),
@@ -901,11 +920,56 @@ fn plan_new_terminal(
             event_seq: terminal_seq,
             ordinal: Some(terminal_ordinal),
             ts,
+            transcript_file: appended_file(&write),
             settles,
             header_written: repair || opts.project_header,
         },
         write,
     )))
+}
+
+/// The transcript status of a turn whose run ends with `run_status`.
+fn turn_status_of(run_status: &str) -> &str {
+    match run_status {
+        "cancelled" => "aborted",
+        s => s,
+    }
+}
+
+/// Whether Maka's recovery writes a `turn_state` record for the run: a session-inline
+/// run of a session with a header, whose turn's latest turn_state has another status.
+fn turn_state_needed(h: &RunHeader, turn_status: &str, cursor: &SessionCursor) -> bool {
+    records::is_session_inline(h)
+        && cursor.payload.is_some()
+        && recovery::latest_turn_state(&cursor.messages, &h.turn_id)
+            .and_then(recovery::turn_state_status)
+            != Some(turn_status)
+}
+
+/// Why the `turn_state` record the run needs cannot be appended to the session's
+/// transcript file (v0.1.2, v0.1.3), if it cannot. Checked before anything else of
+/// the run is planned, so a skipped run leaves the session's counters alone.
+fn transcript_refusal(h: &RunHeader, run_status: &str, cursor: &SessionCursor) -> Option<String> {
+    let file = cursor.transcript_file.as_ref()?;
+    let crate::db::files::TranscriptState::Refused(why) = &file.state else {
+        return None;
+    };
+    turn_state_needed(h, turn_status_of(run_status), cursor).then(|| {
+        format!(
+            "the session's transcript `{}` {why}: the release's recovery appends this run's \
+             turn_state record to that file, so the run is left alone",
+            file.path.display()
+        )
+    })
+}
+
+/// The session file a run's write appends to, for the plan entry.
+fn appended_file(write: &RunWrite) -> Option<String> {
+    write
+        .message
+        .as_ref()
+        .and_then(|m| m.file.as_ref())
+        .map(|p| p.display().to_string())
 }
 
 fn trusted(h: &RunHeader, cursor: &SessionCursor) -> Option<&'static str> {
@@ -961,37 +1025,31 @@ fn project_rest(
             record_json: ids::js_stringify(&rec),
         });
     }
-    let turn_status = match p.run_status {
-        "cancelled" => "aborted",
-        s => s,
-    };
-    if records::is_session_inline(h) && cursor.payload.is_some() {
-        let latest = recovery::latest_turn_state(&cursor.messages, &h.turn_id)
-            .and_then(recovery::turn_state_status);
-        if latest != Some(turn_status) {
-            let id = ids::derived_uuid(ids::TURN_STATE, session_id, run_id);
-            let retained = recovery::turn_has_retained_output(&cursor.messages, &h.turn_id);
-            let rec = records::turn_state(
-                &id,
-                h,
-                p.ts,
-                turn_status,
-                p.failure_class,
-                p.abort_source,
-                retained,
-            );
-            if let Value::Object(o) = &rec {
-                cursor.messages.push(o.clone());
-            }
-            write.message = Some(MessageWrite {
-                sequence: cursor.next_message,
-                message_id: id,
-                message_type: "turn_state".into(),
-                message_ts: p.ts,
-                record_json: ids::js_stringify(&rec),
-            });
-            cursor.next_message += 1;
+    let turn_status = turn_status_of(p.run_status);
+    if turn_state_needed(h, turn_status, cursor) {
+        let id = ids::derived_uuid(ids::TURN_STATE, session_id, run_id);
+        let retained = recovery::turn_has_retained_output(&cursor.messages, &h.turn_id);
+        let rec = records::turn_state(
+            &id,
+            h,
+            p.ts,
+            turn_status,
+            p.failure_class,
+            p.abort_source,
+            retained,
+        );
+        if let Value::Object(o) = &rec {
+            cursor.messages.push(o.clone());
         }
+        write.message = Some(MessageWrite {
+            sequence: cursor.next_message,
+            message_id: id,
+            message_type: "turn_state".into(),
+            message_ts: p.ts,
+            record_json: ids::js_stringify(&rec),
+            file: cursor.transcript_file.as_ref().map(|f| f.path.clone()),
+        });
+        cursor.next_message += 1;
     }
     if !cursor.status_written {
         if let Some(payload) = &cursor.payload {
@@ -1050,6 +1108,9 @@ fn plan_adopt(
         Some(EventStatus::Aborted | EventStatus::Cancelled) => "cancelled",
         _ => return Outcome::Ignore,
     };
+    if let Some(detail) = transcript_refusal(h, run_status, cursor) {
+        return Outcome::Skip(SkipReason::TranscriptUnavailable, detail);
+    }
     let ts = last_activity(Some(h), rows, events).floor() as i64 + 1;
     let mut data = Map::new();
     let (failure_class, abort_source, reason) = match (&class.kind, &class.fact) {
@@ -1124,6 +1185,7 @@ fn plan_adopt(
             event_seq: seq,
             ordinal: None,
             ts,
+            transcript_file: appended_file(&write),
             settles: Vec::new(),
             header_written: true,
         },

@@ -126,6 +126,16 @@ fn render_table(
         // Every cell is an id or a short code: better a wide table than broken words.
         t.set_content_arrangement(ContentArrangement::Disabled);
         writeln!(out, "{t}")?;
+        for e in &plan.plan {
+            if let Some(f) = &e.transcript_file {
+                writeln!(
+                    out,
+                    "run {} appends one turn_state line to {}",
+                    sanitize(&e.run_id),
+                    sanitize(f)
+                )?;
+            }
+        }
     }
     if !plan.skipped.is_empty() {
         writeln!(out, "left alone:")?;
@@ -157,6 +167,9 @@ fn render_table(
     )?;
     if let Some(b) = &plan.backup {
         writeln!(out, "backup: {}", sanitize(b))?;
+    }
+    if let Some(b) = &plan.transcript_backup {
+        writeln!(out, "transcript backup: {}", sanitize(b))?;
     }
     for line in footer {
         writeln!(out, "{line}")?;

@@ -67,3 +67,5 @@ pub fn file_hash(p: &Path) -> String {
         Err(_) => "absent".into(),
     }
 }
+
+pub mod file_release;
