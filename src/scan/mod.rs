@@ -252,12 +252,14 @@ fn uuid_bytes(s: &str) -> Option<[u8; 16]> {
 }
 
 fn uuid_text(bytes: &[u8; 16]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut s = String::with_capacity(36);
     for (i, b) in bytes.iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
             s.push('-');
         }
-        s.push_str(&format!("{b:02x}"));
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 15)]));
     }
     s
 }
