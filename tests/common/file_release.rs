@@ -1,10 +1,10 @@
-//! Workspaces of Maka v0.1.2 and v0.1.3, the releases that keep each session's
-//! transcript in `sessions/<id>/session.jsonl` beside the database. No real file of
-//! theirs is in `fixtures/`: this builds one from the release's schema dump
-//! (`fixtures/releases/schemas/<tag>.json`), its registry and capability rows, the rows
-//! of a v0.1.5 fixture transplanted column by column (the columns both have), and one
-//! transcript file per session made from the fixture's `session_messages` rows (line
-//! 1: the transcript marker Maka's `createSessionTranscriptMarker` writes).
+//! Workspaces of releases whose real files are not in `fixtures/`, built from the
+//! release's schema dump (`fixtures/releases/schemas/<tag>.json`), its registry and
+//! capability rows, and the rows of a real release fixture transplanted column by
+//! column (the columns both have). For Maka v0.1.2 and v0.1.3, which keep each
+//! session's transcript in `sessions/<id>/session.jsonl` beside the database, one
+//! transcript file per session is made from the fixture's `session_messages` rows
+//! (line 1: the transcript marker Maka's `createSessionTranscriptMarker` writes).
 
 use std::path::{Path, PathBuf};
 
@@ -128,8 +128,9 @@ pub fn empty_release_db(db: &Path, tag: &str) -> (Connection, Value) {
     (c, dump)
 }
 
-/// Builds a `tag` (`v0.1.2` or `v0.1.3`) workspace from the rows of
-/// `fixtures/<fixture>/runtime.sqlite` (a v0.1.5 file). `without_failed_turn_state`:
+/// Builds a `tag` workspace from the rows of `fixtures/<fixture>/runtime.sqlite` (a
+/// real release's file). Where the release has no `session_messages` table (v0.1.2,
+/// v0.1.3), the transcripts become session files. `without_failed_turn_state`:
 /// a `(session, turn)` whose `failed` turn_state record is left out of its transcript
 /// (as if the process died before writing it), so a recovery must append one.
 pub fn build(
@@ -139,7 +140,7 @@ pub fn build(
 ) -> FileReleaseWs {
     let dir = tempfile::tempdir().unwrap();
     let ws = FileReleaseWs { dir };
-    std::fs::create_dir_all(ws.root().join("sessions")).unwrap();
+    std::fs::create_dir_all(ws.root()).unwrap();
     let (c, dump) = empty_release_db(&ws.db(), tag);
     // Rows go in table by table, parents not always first.
     c.pragma_update(None, "foreign_keys", false).unwrap();
@@ -190,13 +191,19 @@ pub fn build(
             .map(|col| format!("\"{col}\""))
             .collect();
         let list = shared.join(", ");
-        c.execute_batch(&format!(
-            "INSERT OR IGNORE INTO main.\"{t}\"({list}) SELECT {list} FROM src.\"{t}\" ORDER BY rowid"
-        ))
-        .unwrap();
+        let copy =
+            format!("INSERT OR IGNORE INTO main.\"{t}\"({list}) SELECT {list} FROM src.\"{t}\"");
+        // In rowid order where the table has one (a WITHOUT ROWID table has not).
+        if c.execute_batch(&format!("{copy} ORDER BY rowid")).is_err() {
+            c.execute_batch(&copy).unwrap();
+        }
     }
+    let in_files = !c.table_exists(Some("main"), "session_messages").unwrap();
     // One transcript file per session, from the fixture's transcript rows.
-    let sessions: Vec<String> = {
+    let sessions: Vec<String> = if !in_files {
+        Vec::new()
+    } else {
+        std::fs::create_dir_all(ws.root().join("sessions")).unwrap();
         let mut stmt = c
             .prepare("SELECT session_id FROM main.session_metadata ORDER BY session_id")
             .unwrap();
