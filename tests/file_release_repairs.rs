@@ -7,10 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use common::file_release::{build, tree, FileReleaseWs};
+use common::file_release::{build, dump, schema, stuck_runs, tree};
 use serde_json::Value;
-use wsledger::doctor::{scan_path, ScanOptions};
-use wsledger::scan::runs::RunState;
 
 const TAGS: [&str; 2] = ["v0.1.2", "v0.1.3"];
 const STUCK: &str = "releases/v0.1.5/stuck-running";
@@ -19,46 +17,9 @@ const STUCK_RUN: &str = "7c915657-d56f-4eea-b1ba-90ba0fbff9a2";
 const STUCK_TURN: &str = "eeac9026-92a7-4356-a723-402c7f5fbdee";
 const ORPHAN: &str = "releases/v0.1.5/orphan-response";
 
-/// `wsledger doctor <command> -w <root> <args>` with the test's control namespace.
-fn doctor(ws: &FileReleaseWs, command: &str, args: &[&str]) -> common::Output {
-    let root = ws.root();
-    let mut all = vec!["doctor", command, "-w", root.to_str().unwrap()];
-    all.extend_from_slice(args);
-    common::wsledger_env(
-        &all,
-        &[("WSLEDGER_MAKA_CONTROL_DIR", ws.control().to_str().unwrap())],
-    )
-}
-
 fn json(out: &common::Output) -> Value {
     assert_eq!(out.status, 0, "{}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
-}
-
-/// Every schema object, as SQLite stores it.
-fn schema(db: &Path) -> Vec<(String, String, Option<String>)> {
-    let c = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = c
-        .prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
-        .unwrap();
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
-}
-
-fn stuck_runs(db: &Path) -> Vec<String> {
-    let all = ScanOptions {
-        all_runs: true,
-        ..ScanOptions::default()
-    };
-    scan_path(db, all, &mut |_, _| {})
-        .unwrap()
-        .runs
-        .iter()
-        .filter(|r| r.state != RunState::Terminal)
-        .map(|r| r.run_id.clone())
-        .collect()
 }
 
 /// The `turn_state` record main's logic writes into `session_messages` for the same
@@ -110,19 +71,14 @@ fn finalize_appends_the_turn_state_line_the_release_appends() {
         let before = std::fs::read(&file).unwrap();
         let schema_before = schema(&ws.db());
         // The dry run names the file and writes nothing.
-        let dry = json(&doctor(
-            &ws,
-            "finalize-runs",
-            &["--project-header", "--format", "json"],
-        ));
+        let dry = json(&ws.doctor("finalize-runs", &["--project-header", "--format", "json"]));
         assert_eq!(dry["plan"][0]["run_id"], STUCK_RUN, "{tag}");
         assert_eq!(dry["plan"][0]["transcript_file"], file.to_str().unwrap());
         assert_eq!(dry["plan"][0]["ordinal"], Value::Null, "no ordinal table");
         assert_eq!(dry["schema_basis"]["releases"][0], tag);
         assert_eq!(std::fs::read(&file).unwrap(), before);
 
-        let doc = json(&doctor(
-            &ws,
+        let doc = json(&ws.doctor(
             "finalize-runs",
             &["--project-header", "--apply", "--format", "json"],
         ));
@@ -159,8 +115,7 @@ fn finalize_appends_the_turn_state_line_the_release_appends() {
             .unwrap();
         assert_eq!((status.as_str(), col_at), ("active", payload_at));
         // Run again: nothing to do, the file stays as it is.
-        let again = json(&doctor(
-            &ws,
+        let again = json(&ws.doctor(
             "finalize-runs",
             &["--project-header", "--apply", "--format", "json"],
         ));
@@ -175,8 +130,7 @@ fn finalize_appends_the_turn_state_line_the_release_appends() {
 fn finalize_leaves_a_transcript_that_already_has_the_failed_turn_state() {
     let ws = build("v0.1.3", STUCK, None);
     let files = tree(&ws.root().join("sessions"));
-    let doc = json(&doctor(
-        &ws,
+    let doc = json(&ws.doctor(
         "finalize-runs",
         &[
             "--project-header",
@@ -202,8 +156,7 @@ fn a_missing_transcript_file_leaves_the_run_alone() {
     let file = ws.transcript(STUCK_SESSION);
     std::fs::remove_file(&file).unwrap();
     let schema_before = schema(&ws.db());
-    let doc = json(&doctor(
-        &ws,
+    let doc = json(&ws.doctor(
         "finalize-runs",
         &["--project-header", "--apply", "--format", "json"],
     ));
@@ -219,21 +172,13 @@ fn a_missing_transcript_file_leaves_the_run_alone() {
     assert_eq!(doc["backup"], Value::Null, "nothing to write, no backup");
     assert!(!file.exists(), "never created");
     assert_eq!(stuck_runs(&ws.db()), vec![STUCK_RUN.to_owned()]);
-    let doc = json(&doctor(
-        &ws,
+    let doc = json(&ws.doctor(
         "finalize-runs",
         &["--apply", "--no-backup", "--format", "json"],
     ));
     assert_eq!(doc["plan"][0]["run_id"], STUCK_RUN);
     assert!(!file.exists());
     assert_eq!(schema(&ws.db()), schema_before);
-}
-
-fn dump(db: &Path) -> std::collections::BTreeMap<String, Vec<Vec<wsledger::bundle::Cell>>> {
-    wsledger::db::Workspace::open_read_only(db)
-        .unwrap()
-        .dump_tables()
-        .unwrap()
 }
 
 fn dirs(p: &Path) -> Vec<String> {
@@ -261,11 +206,7 @@ fn quarantine_moves_the_session_folder_and_restore_puts_it_back() {
         let out = ws.dir.path().join("bundles");
         let out_arg = out.to_str().unwrap().to_owned();
 
-        let dry = json(&doctor(
-            &ws,
-            "quarantine",
-            &["--out", &out_arg, "--format", "json"],
-        ));
+        let dry = json(&ws.doctor("quarantine", &["--out", &out_arg, "--format", "json"]));
         assert_eq!(dry["apply_refusal"], Value::Null, "{tag}: {dry}");
         assert_eq!(dry["before"]["tool_writes_refused"], true, "{tag}");
         let s = &dry["sessions"][0];
@@ -277,8 +218,7 @@ fn quarantine_moves_the_session_folder_and_restore_puts_it_back() {
         assert_eq!(f["files"][0]["path"], "session.jsonl");
         assert!(!out.exists(), "a dry run creates nothing");
 
-        let doc = json(&doctor(
-            &ws,
+        let doc = json(&ws.doctor(
             "quarantine",
             &["--out", &out_arg, "--apply", "--format", "json"],
         ));
@@ -325,17 +265,13 @@ fn quarantine_moves_the_session_folder_and_restore_puts_it_back() {
 
         let bundle = out.join(format!("{id}.bundle.json"));
         let bundle_arg = bundle.to_str().unwrap().to_owned();
-        let dry = json(&doctor(&ws, "restore", &[&bundle_arg, "--format", "json"]));
+        let dry = json(&ws.doctor("restore", &[&bundle_arg, "--format", "json"]));
         assert_eq!(
             dry["sessions"][0]["session_files"]["from"],
             copy.to_str().unwrap()
         );
         assert!(!sessions.join(&id).exists(), "a dry run puts nothing back");
-        let doc = json(&doctor(
-            &ws,
-            "restore",
-            &[&bundle_arg, "--apply", "--format", "json"],
-        ));
+        let doc = json(&ws.doctor("restore", &[&bundle_arg, "--apply", "--format", "json"]));
         assert_eq!(doc["applied"], true);
         assert_eq!(
             tree(&sessions),
@@ -370,7 +306,7 @@ fn a_bundle_directory_inside_sessions_is_refused() {
             if apply {
                 args.push("--apply");
             }
-            let r = doctor(&ws, "quarantine", &args);
+            let r = ws.doctor("quarantine", &args);
             assert_eq!(r.status, 2, "{}: {}", out.display(), r.stderr);
             assert!(r.stdout.is_empty());
             assert!(
@@ -380,8 +316,7 @@ fn a_bundle_directory_inside_sessions_is_refused() {
             );
         }
     }
-    let r = doctor(
-        &ws,
+    let r = ws.doctor(
         "repair",
         &["--out", sessions.join("q").to_str().unwrap(), "--apply"],
     );
@@ -397,8 +332,7 @@ fn restore_refuses_a_folder_in_the_way_or_a_changed_copy() {
     let ws = build("v0.1.2", ORPHAN, None);
     let out = ws.dir.path().join("bundles");
     let out_arg = out.to_str().unwrap().to_owned();
-    let doc = json(&doctor(
-        &ws,
+    let doc = json(&ws.doctor(
         "quarantine",
         &[
             "--out",
@@ -419,7 +353,7 @@ fn restore_refuses_a_folder_in_the_way_or_a_changed_copy() {
     let squatter = ws.root().join("sessions").join(&id);
     std::fs::create_dir(&squatter).unwrap();
     std::fs::write(squatter.join("session.jsonl"), "{}\n").unwrap();
-    let r = doctor(&ws, "restore", &[&bundle_arg, "--apply", "--no-backup"]);
+    let r = ws.doctor("restore", &[&bundle_arg, "--apply", "--no-backup"]);
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(r.stderr.contains("already exists"), "{}", r.stderr);
     std::fs::remove_dir_all(&squatter).unwrap();
@@ -427,7 +361,7 @@ fn restore_refuses_a_folder_in_the_way_or_a_changed_copy() {
     let mut bytes = std::fs::read(&copy).unwrap();
     bytes.push(b'\n');
     std::fs::write(&copy, bytes).unwrap();
-    let r = doctor(&ws, "restore", &[&bundle_arg, "--apply", "--no-backup"]);
+    let r = ws.doctor("restore", &[&bundle_arg, "--apply", "--no-backup"]);
     assert_eq!(r.status, 2, "{}", r.stderr);
     assert!(r.stderr.contains("differs"), "{}", r.stderr);
     assert!(!squatter.exists());

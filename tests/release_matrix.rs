@@ -7,13 +7,8 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-use std::path::Path;
-
-use common::file_release::{build, FileReleaseWs};
+use common::file_release::{build, dump, schema, stuck_runs};
 use serde_json::Value;
-use wsledger::doctor::{scan_path, ScanOptions};
-use wsledger::scan::runs::RunState;
 
 const TAGS: [&str; 10] = [
     "v0.1.2", "v0.1.3", "v0.1.4", "v0.1.5", "v0.1.6", "v0.1.7", "v0.1.8", "v0.1.9", "v0.1.10",
@@ -31,70 +26,6 @@ fn source(tag: &str, scenario: &str) -> String {
         _ => "v0.1.11",
     };
     format!("releases/{from}/{scenario}")
-}
-
-fn doctor(ws: &FileReleaseWs, command: &str, args: &[&str]) -> common::Output {
-    let root = ws.root();
-    let mut all = vec!["doctor", command, "-w", root.to_str().unwrap()];
-    all.extend_from_slice(args);
-    common::wsledger_env(
-        &all,
-        &[("WSLEDGER_MAKA_CONTROL_DIR", ws.control().to_str().unwrap())],
-    )
-}
-
-fn schema(db: &Path) -> Vec<(String, String, Option<String>)> {
-    let c = rusqlite::Connection::open(db).unwrap();
-    let mut stmt = c
-        .prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
-        .unwrap();
-    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap()
-}
-
-/// Every row of every table, as text, table → sorted rows.
-fn rows(db: &Path) -> BTreeMap<String, Vec<String>> {
-    let c = rusqlite::Connection::open(db).unwrap();
-    let tables: Vec<String> = c
-        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let mut out = BTreeMap::new();
-    for t in tables {
-        let mut stmt = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
-        let n = stmt.column_count();
-        let mut all: Vec<String> = stmt
-            .query_map([], |r| {
-                Ok((0..n)
-                    .map(|i| format!("{:?}", r.get_ref(i).unwrap()))
-                    .collect::<Vec<_>>()
-                    .join("|"))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        all.sort();
-        out.insert(t, all);
-    }
-    out
-}
-
-fn not_terminal(db: &Path) -> usize {
-    let all = ScanOptions {
-        all_runs: true,
-        ..ScanOptions::default()
-    };
-    scan_path(db, all, &mut |_, _| {})
-        .unwrap()
-        .runs
-        .iter()
-        .filter(|r| r.state != RunState::Terminal)
-        .count()
 }
 
 fn json(out: &common::Output, what: &str) -> Value {
@@ -124,25 +55,21 @@ fn every_release_is_recognised_exactly_and_finalized() {
             "{tag}: {release}"
         );
         assert!(
-            not_terminal(&ws.db()) > 0,
+            !stuck_runs(&ws.db()).is_empty(),
             "{tag}: nothing stuck to begin with"
         );
         let before = schema(&ws.db());
         let dry = json(
-            &doctor(
-                &ws,
-                "finalize-runs",
-                &["--project-header", "--format", "json"],
-            ),
+            &ws.doctor("finalize-runs", &["--project-header", "--format", "json"]),
             tag,
         );
         assert!(
             dry.get("apply_refusal").is_none_or(Value::is_null),
             "{tag}: {dry}"
         );
-        let out = doctor(&ws, "finalize-runs", &["--project-header", "--apply"]);
+        let out = ws.doctor("finalize-runs", &["--project-header", "--apply"]);
         assert_eq!(out.status, 0, "{tag}: {}", out.stderr);
-        assert_eq!(not_terminal(&ws.db()), 0, "{tag}: a run is still stuck");
+        assert_eq!(stuck_runs(&ws.db()).len(), 0, "{tag}: a run is still stuck");
         assert_eq!(schema(&ws.db()), before, "{tag}: a schema object changed");
     }
 }
@@ -152,7 +79,7 @@ fn every_release_is_quarantined_and_restored_exactly() {
     for tag in TAGS {
         let ws = build(tag, &source(tag, "orphan-response"), None);
         let db = ws.db();
-        let (schema_before, rows_before) = (schema(&db), rows(&db));
+        let (schema_before, rows_before) = (schema(&db), dump(&db));
         let scan = |what: &str| {
             let out =
                 common::wsledger(&["doctor", "scan", "--format", "json", db.to_str().unwrap()]);
@@ -165,7 +92,7 @@ fn every_release_is_quarantined_and_restored_exactly() {
         );
         let out_dir = ws.dir.path().join("bundles");
         let out = out_dir.to_str().unwrap();
-        let q = doctor(&ws, "quarantine", &["--apply", "--out", out]);
+        let q = ws.doctor("quarantine", &["--apply", "--out", out]);
         assert_eq!(q.status, 0, "{tag}: {}", q.stderr);
         let after = scan(tag);
         assert!(gate(&after).is_null(), "{tag}: {}", after["maka_gate"]);
@@ -182,7 +109,7 @@ fn every_release_is_quarantined_and_restored_exactly() {
             .collect();
         assert!(!bundles.is_empty(), "{tag}: no bundle");
         for b in &bundles {
-            let r = doctor(&ws, "restore", &["--apply", b]);
+            let r = ws.doctor("restore", &["--apply", b]);
             assert_eq!(r.status, 0, "{tag}: {}", r.stderr);
         }
         assert_eq!(
@@ -190,7 +117,7 @@ fn every_release_is_quarantined_and_restored_exactly() {
             schema_before,
             "{tag}: restore changed the schema"
         );
-        let back = rows(&db);
+        let back = dump(&db);
         for (t, want) in &rows_before {
             assert_eq!(&back[t], want, "{tag}: table {t} after restore");
         }

@@ -49,11 +49,61 @@ impl FileReleaseWs {
             .join("session.jsonl")
     }
 
+    /// `wsledger doctor <command> -w <root> <args>` with this workspace's control
+    /// namespace.
+    pub fn doctor(&self, command: &str, args: &[&str]) -> super::Output {
+        let root = self.root();
+        let mut all = vec!["doctor", command, "-w", root.to_str().unwrap()];
+        all.extend_from_slice(args);
+        super::wsledger_env(
+            &all,
+            &[(
+                "WSLEDGER_MAKA_CONTROL_DIR",
+                self.control().to_str().unwrap(),
+            )],
+        )
+    }
+
     pub fn conn(&self) -> Connection {
         let c = Connection::open(self.db()).unwrap();
         c.pragma_update(None, "foreign_keys", true).unwrap();
         c
     }
+}
+
+/// Every schema object, as SQLite stores it.
+pub fn schema(db: &Path) -> Vec<(String, String, Option<String>)> {
+    let c = Connection::open(db).unwrap();
+    let mut stmt = c
+        .prepare("SELECT type, name, sql FROM sqlite_schema ORDER BY type, name")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Every row of every table of `db`, in rowid (or primary-key) order.
+pub fn dump(db: &Path) -> std::collections::BTreeMap<String, Vec<Vec<wsledger::bundle::Cell>>> {
+    wsledger::db::Workspace::open_read_only(db)
+        .unwrap()
+        .dump_tables()
+        .unwrap()
+}
+
+/// The runs of `db` a full scan does not find terminal.
+pub fn stuck_runs(db: &Path) -> Vec<String> {
+    let all = wsledger::doctor::ScanOptions {
+        all_runs: true,
+        ..wsledger::doctor::ScanOptions::default()
+    };
+    wsledger::doctor::scan_path(db, all, &mut |_, _| {})
+        .unwrap()
+        .runs
+        .iter()
+        .filter(|r| r.state != wsledger::scan::runs::RunState::Terminal)
+        .map(|r| r.run_id.clone())
+        .collect()
 }
 
 /// The transcript marker line (with its newline) of a session.
