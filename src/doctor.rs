@@ -1093,7 +1093,7 @@ pub fn diagnose_workspace(
     shown: &str,
 ) -> Result<(crate::diagnosis::Diagnosis, crate::finalize::Plan), DbError> {
     use crate::diagnosis::{diagnose, wanted_events, wanted_tool_calls, Input};
-    use std::collections::{BTreeMap, HashMap};
+    use std::collections::HashMap;
     let (finalize, planned_from) = plan_finalize_on(
         ws,
         report,
@@ -1111,10 +1111,7 @@ pub fn diagnose_workspace(
     for (s, r) in planned_from.runs.keys() {
         partials.insert((s.clone(), r.clone()), ws.partial_texts(s, r)?);
     }
-    let mut set_aside = BTreeMap::new();
-    for s in damaged.keys() {
-        set_aside.insert(s.clone(), ws.deletion_counts(s)?);
-    }
+    let set_aside = deletion_counts_of(ws, damaged.keys().cloned().collect())?;
     // Titles of the sessions the diagnosis and the findings name.
     let mut named: BTreeSet<&str> = report
         .findings
@@ -1151,6 +1148,40 @@ pub fn diagnose_workspace(
         apply_refusal,
     });
     Ok((d, finalize))
+}
+
+/// What quarantine would set aside from each of `sessions`, in rows per table. Each
+/// session's count reads the tool tables whole (their event columns have no index),
+/// so when a second connection is certain to see the same file, half of the sessions
+/// are counted on it, on another thread.
+fn deletion_counts_of(
+    ws: &Workspace,
+    sessions: Vec<String>,
+) -> Result<std::collections::BTreeMap<String, Vec<(String, usize)>>, DbError> {
+    let count = |w: &Workspace, list: &[String]| -> Result<Vec<_>, DbError> {
+        list.iter()
+            .map(|s| Ok((s.clone(), w.deletion_counts(s)?)))
+            .collect()
+    };
+    let twin = if sessions.len() > 1 {
+        ws.reader_twin()?
+    } else {
+        None
+    };
+    let Some(twin) = twin else {
+        return Ok(count(ws, &sessions)?.into_iter().collect());
+    };
+    let (here, there) = sessions.split_at(sessions.len() / 2);
+    std::thread::scope(|scope| {
+        let beside = scope.spawn(move || count(&twin, there));
+        let mut all = count(ws, here)?;
+        all.extend(
+            beside
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+        );
+        Ok(all.into_iter().collect())
+    })
 }
 
 /// `wsledger info`: where the workspace is, what schema it has, how big it is,

@@ -127,3 +127,35 @@ fn the_bench_workspace_scans_to_makas_verdict() {
         );
     }
 }
+
+/// The diagnosis counts what quarantine would set aside from several damaged sessions
+/// at once, half of them on a second connection: each count must be the rows
+/// quarantine reads for that session. The bench workspace has four.
+#[test]
+fn the_bench_workspace_diagnosis_counts_what_quarantine_moves() {
+    let Some(db) = maka_bench::present() else {
+        maka_bench::say_skipped();
+        return;
+    };
+    let (diagnosis, want) = wsledger::db::Workspace::read(&db, |ws| {
+        let report = wsledger::doctor::scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let (d, _) = wsledger::doctor::diagnose_workspace(ws, &report, "bench")?;
+        let mut want = std::collections::BTreeMap::new();
+        for s in &d.damaged_sessions {
+            let rows: std::collections::BTreeMap<String, usize> = ws
+                .deletion(&s.session_id)?
+                .counts()
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            want.insert(s.session_id.clone(), rows);
+        }
+        Ok((d, want))
+    })
+    .unwrap();
+    assert_eq!(diagnosis.damaged_sessions.len(), 4);
+    for s in &diagnosis.damaged_sessions {
+        assert_eq!(s.set_aside.rows, want[&s.session_id], "{}", s.session_id);
+        assert!(s.set_aside.rows["runtime_events"] > 0, "{}", s.session_id);
+    }
+}
