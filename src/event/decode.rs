@@ -34,6 +34,16 @@ pub fn decode_event(value: Json) -> Result<RuntimeEvent, DecodeError> {
 
 /// Parses (JavaScript `JSON.parse` rules) and decodes a payload text.
 pub fn decode_event_text(text: &str) -> Result<RuntimeEvent, DecodeError> {
+    // Most payloads are plain enough to read in place (see `direct`); the rest, and
+    // every error, take the exact path.
+    if let Some(event) = super::direct::decode_plain(text) {
+        return Ok(event);
+    }
+    decode_event_text_exact(text)
+}
+
+/// [`decode_event_text`] through the whole `Json` tree, never in place.
+pub fn decode_event_text_exact(text: &str) -> Result<RuntimeEvent, DecodeError> {
     let value = crate::json::parse(text).map_err(|e| DecodeError::Json(e.to_string()))?;
     decode_event(value)
 }
@@ -139,12 +149,12 @@ static NULL: Json = Json::Null;
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 /// `Number.isSafeInteger`.
-fn is_safe_integer(n: f64) -> bool {
+pub(super) fn is_safe_integer(n: f64) -> bool {
     n.is_finite() && n.trunc() == n && n.abs() <= MAX_SAFE_INTEGER
 }
 
 /// `/^sha256:[0-9a-f]{64}$/`.
-fn is_sha256_digest(s: &JsStr) -> bool {
+pub(super) fn is_sha256_digest(s: &JsStr) -> bool {
     let b = s.as_wtf8();
     b.len() == 71
         && b.starts_with(b"sha256:")
@@ -235,35 +245,35 @@ fn enum_value<T: Copy>(v: Json, key: &str, domain: &[(&str, T)]) -> V<T> {
 // Envelope
 // ---------------------------------------------------------------------------------
 
-const ROLES: &[(&str, Role)] = &[
+pub(super) const ROLES: &[(&str, Role)] = &[
     ("user", Role::User),
     ("model", Role::Model),
     ("tool", Role::Tool),
     ("system", Role::System),
 ];
-const AUTHORS: &[(&str, Author)] = &[
+pub(super) const AUTHORS: &[(&str, Author)] = &[
     ("user", Author::User),
     ("host", Author::Host),
     ("agent", Author::Agent),
     ("tool", Author::Tool),
     ("system", Author::System),
 ];
-const ORIGINS: &[(&str, Origin)] = &[
+pub(super) const ORIGINS: &[(&str, Origin)] = &[
     ("provider", Origin::Provider),
     ("code_mode", Origin::CodeMode),
 ];
-const VISIBILITIES: &[(&str, ModelVisibility)] = &[
+pub(super) const VISIBILITIES: &[(&str, ModelVisibility)] = &[
     ("visible", ModelVisibility::Visible),
     ("hidden", ModelVisibility::Hidden),
 ];
-const STATUSES: &[(&str, EventStatus)] = &[
+pub(super) const STATUSES: &[(&str, EventStatus)] = &[
     ("streaming", EventStatus::Streaming),
     ("completed", EventStatus::Completed),
     ("failed", EventStatus::Failed),
     ("aborted", EventStatus::Aborted),
     ("cancelled", EventStatus::Cancelled),
 ];
-const RECOVERY_MODES: &[(&str, RecoveryMode)] = &[
+pub(super) const RECOVERY_MODES: &[(&str, RecoveryMode)] = &[
     ("replay_safe", RecoveryMode::ReplaySafe),
     ("idempotent", RecoveryMode::Idempotent),
     ("reconcile", RecoveryMode::Reconcile),
@@ -272,7 +282,7 @@ const RECOVERY_MODES: &[(&str, RecoveryMode)] = &[
     ("never_auto_retry", RecoveryMode::NeverAutoRetry),
 ];
 
-const ENVELOPE_KEYS: [&str; 16] = [
+pub(super) const ENVELOPE_KEYS: [&str; 16] = [
     "id",
     "invocationId",
     "runId",
@@ -377,7 +387,7 @@ const CONTENT_KINDS: [&str; 5] = [
     "error",
 ];
 
-fn decode_content(value: Json) -> V<Content> {
+pub(super) fn decode_content(value: Json) -> V<Content> {
     let obj = value.into_object().map_err(|v| expected("an object", &v))?;
     let kind = match obj.get("kind") {
         Some(Json::String(s)) => CONTENT_KINDS.iter().position(|k| *s == **k),
@@ -933,7 +943,7 @@ fn check_closed<'a>(v: &'a Json, fields: &[F]) -> V<&'a JsObject> {
 // Actions
 // ---------------------------------------------------------------------------------
 
-const ACTION_KEYS: [&str; 16] = [
+pub(super) const ACTION_KEYS: [&str; 16] = [
     "stateDelta",
     "artifactDelta",
     "permissionRequest",
@@ -956,7 +966,7 @@ const ACTION_KEYS: [&str; 16] = [
 const INTERACTION_ID_MAX_BYTES: usize = 256;
 const INTERACTION_TOOL_NAME_MAX_BYTES: usize = 256;
 
-const TOOL_BOUNDARY_PROTOCOL_V1: &str = "t1_after_preflight_v1";
+pub(super) const TOOL_BOUNDARY_PROTOCOL_V1: &str = "t1_after_preflight_v1";
 
 /// Runs a by-reference check on a kept value and keeps it.
 fn kept(slot: Option<Json>, key: &str, check: fn(&Json) -> V<()>) -> V<Option<Json>> {
@@ -969,7 +979,7 @@ fn kept(slot: Option<Json>, key: &str, check: fn(&Json) -> V<()>) -> V<Option<Js
     }
 }
 
-fn decode_actions(value: Json) -> V<Actions> {
+pub(super) fn decode_actions(value: Json) -> V<Actions> {
     let obj = value.into_object().map_err(|v| expected("an object", &v))?;
     let key_count = obj.len();
     let [state_delta, artifact_delta, permission_request, permission_decision, permission_answer_accepted, permission_closure_accepted, user_question_request, user_question_answer_accepted, transfer_to_agent, end_invocation, token_usage, tool_dispatch, tool_recovery, runtime_protocol, continuation_start, workspace_fact] =
@@ -1067,7 +1077,7 @@ fn check_request_id_bytes(o: &JsObject) -> V<()> {
     Ok(())
 }
 
-fn check_answer_accepted(v: &Json) -> V<()> {
+pub(super) fn check_answer_accepted(v: &Json) -> V<()> {
     let o = check_closed(v, &[F("requestId", true, Ty::Str)])?;
     check_request_id_bytes(o)
 }
@@ -1086,7 +1096,7 @@ fn check_closure_accepted(v: &Json) -> V<()> {
 const APPROVALS_REVIEWERS: &[&str] = &["user", "auto_review"];
 const APPROVAL_RISK_LEVELS: &[&str] = &["low", "medium", "high", "critical"];
 
-fn check_permission_decision(v: &Json) -> V<()> {
+pub(super) fn check_permission_decision(v: &Json) -> V<()> {
     let o = check_closed(
         v,
         &[
@@ -1177,7 +1187,7 @@ fn check_sandbox_escalation_risk(v: &Json) -> V<()> {
     .map(|_| ())
 }
 
-fn check_permission_request(v: &Json) -> V<()> {
+pub(super) fn check_permission_request(v: &Json) -> V<()> {
     let Some(o) = v.as_object() else {
         return Err(expected("an object", v));
     };
@@ -1285,7 +1295,7 @@ fn check_user_question(v: &Json) -> V<()> {
     .map(|_| ())
 }
 
-fn check_user_question_request(v: &Json) -> V<()> {
+pub(super) fn check_user_question_request(v: &Json) -> V<()> {
     check_closed(
         v,
         &[
@@ -1301,7 +1311,7 @@ fn check_user_question_request(v: &Json) -> V<()> {
     .map(|_| ())
 }
 
-fn check_runtime_protocol(v: &Json) -> V<()> {
+pub(super) fn check_runtime_protocol(v: &Json) -> V<()> {
     check_closed(
         v,
         &[F(
@@ -1328,7 +1338,7 @@ fn check_continuation_source(v: &Json) -> V<()> {
     .map(|_| ())
 }
 
-fn check_continuation_start(v: &Json) -> V<()> {
+pub(super) fn check_continuation_start(v: &Json) -> V<()> {
     check_closed(
         v,
         &[
@@ -1492,7 +1502,7 @@ fn check_recovery_decision(v: &Json) -> V<()> {
     check_closed(v, &fields).map(|_| ())
 }
 
-fn decode_tool_recovery(value: Json) -> V<ToolRecovery> {
+pub(super) fn decode_tool_recovery(value: Json) -> V<ToolRecovery> {
     check_tool_recovery_envelope(&value)?;
     let o = value
         .as_object()
@@ -1548,7 +1558,7 @@ fn check_git_oid(o: &JsObject, key: &str, format: &JsStr) -> V<()> {
 
 const WORKSPACE_MATERIALIZATION_SEMANTICS_V1: &str = "git_tree_materialized_with_fixed_config_v1";
 
-fn check_workspace_fact(v: &Json) -> V<()> {
+pub(super) fn check_workspace_fact(v: &Json) -> V<()> {
     let o = check_closed(
         v,
         &[
@@ -1765,7 +1775,7 @@ const TOKEN_USAGE_FIELDS: &[F] = &[
     F("providerRequestTraceId", false, Ty::Str),
 ];
 
-fn check_token_usage(v: &Json) -> V<()> {
+pub(super) fn check_token_usage(v: &Json) -> V<()> {
     check_closed(v, TOKEN_USAGE_FIELDS).map(|_| ())
 }
 
@@ -2257,7 +2267,7 @@ fn compact_entries(mut entries: Vec<FsEntry>) -> Vec<FsEntry> {
 // Refs
 // ---------------------------------------------------------------------------------
 
-const REF_KEYS: [&str; 15] = [
+pub(super) const REF_KEYS: [&str; 15] = [
     "storedMessageId",
     "traceEventId",
     "toolCallId",

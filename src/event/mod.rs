@@ -6,9 +6,12 @@
 
 mod canonical;
 mod decode;
+mod direct;
 
 pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
-pub use decode::{decode_event, decode_event_text, payload_identity_matches, DecodeError};
+pub use decode::{
+    decode_event, decode_event_text, decode_event_text_exact, payload_identity_matches, DecodeError,
+};
 
 use crate::json::{JsObject, JsStr, Json};
 

@@ -10,6 +10,7 @@ mod parse;
 mod stringify;
 pub mod validate;
 
+pub(crate) use parse::parse_value_at;
 pub use parse::{parse, ParseError};
 pub use stringify::{
     js_number_to_string, stable_stringify, write_js_string, write_stable, StringifyError,

@@ -23,15 +23,27 @@ pub struct ParseError {
 /// assert!(parse("[1,]").is_err());
 /// ```
 pub fn parse(text: &str) -> Result<Json, ParseError> {
+    parse_from(text, 0, true).map(|(value, _)| value)
+}
+
+/// The one JSON value that starts at byte `start` of `text` (after any whitespace),
+/// and the position just after it; what follows it is not looked at. The value is
+/// the one [`parse`] gives for it as part of a larger document: parsing is the same
+/// whatever surrounds a value.
+pub(crate) fn parse_value_at(text: &str, start: usize) -> Result<(Json, usize), ParseError> {
+    parse_from(text, start, false)
+}
+
+fn parse_from(text: &str, start: usize, whole: bool) -> Result<(Json, usize), ParseError> {
     STACKS.with(|cell| {
         let mut stacks = cell.take();
         let parsed = Parser {
             text,
             bytes: text.as_bytes(),
-            pos: 0,
+            pos: start,
             scratch: Vec::new(),
         }
-        .run(&mut stacks);
+        .run(&mut stacks, whole);
         stacks.reset();
         cell.set(stacks);
         parsed
@@ -141,7 +153,8 @@ fn is_json_ws(b: u8) -> bool {
 }
 
 impl Parser<'_> {
-    fn run(mut self, stacks: &mut Stacks) -> Result<Json, ParseError> {
+    /// Parses one value from `pos`; with `whole`, only whitespace may follow it.
+    fn run(mut self, stacks: &mut Stacks, whole: bool) -> Result<(Json, usize), ParseError> {
         let Stacks {
             frames: stack,
             values,
@@ -195,11 +208,14 @@ impl Parser<'_> {
             // containers as long as their closing bracket follows.
             loop {
                 let Some(top) = stack.last_mut() else {
+                    if !whole {
+                        return Ok((value, self.pos));
+                    }
                     self.skip_ws();
                     if self.pos < self.bytes.len() {
                         return Err(self.unexpected());
                     }
-                    return Ok(value);
+                    return Ok((value, self.pos));
                 };
                 match top {
                     Frame::Array { start } => {

@@ -1,0 +1,597 @@
+//! The common RuntimeEvent decoded straight from its text.
+//!
+//! Building the whole `Json` tree of a payload and then taking it apart costs about
+//! five times checking its grammar: every key and string is allocated, moved into an
+//! object and moved out again. Most stored payloads are plain: known keys, each once,
+//! no escapes in the envelope's strings. For those the envelope and `refs` are read in
+//! place, and only `content` and `actions` are parsed into trees for the exact decoder.
+//!
+//! This path accepts a subset of what the exact one does, never more: whatever is
+//! unusual (an escape, a repeated or unknown key, a value of the wrong type, a sub-record
+//! the exact decoder refuses) makes it give up, and the caller decodes the text the
+//! exact way, which also words the error. Where it accepts, the event is the one the
+//! exact path builds (tests compare both on every fixture payload and on mutations).
+//! Pure: no I/O.
+
+use super::decode::{
+    check_answer_accepted, check_continuation_start, check_permission_decision,
+    check_permission_request, check_runtime_protocol, check_token_usage,
+    check_user_question_request, check_workspace_fact, decode_actions, decode_content,
+    decode_tool_recovery, is_safe_integer, is_sha256_digest, ACTION_KEYS, AUTHORS, ENVELOPE_KEYS,
+    ORIGINS, RECOVERY_MODES, REF_KEYS, ROLES, STATUSES, TOOL_BOUNDARY_PROTOCOL_V1, VISIBILITIES,
+};
+use super::{Actions, Content, Refs, RuntimeEvent, ToolDispatch};
+use crate::json::validate::{skip_number, skip_string, ws};
+use crate::json::{parse_value_at, JsObject, JsStr, Json};
+
+/// A cursor over one payload text; every step returns `None` to give up.
+struct Reader<'a> {
+    text: &'a str,
+    b: &'a [u8],
+    i: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn byte(&mut self, want: u8) -> Option<()> {
+        self.i = ws(self.b, self.i);
+        (self.b.get(self.i) == Some(&want)).then(|| self.i += 1)
+    }
+
+    /// A string without escapes, borrowed from the text.
+    fn plain_str(&mut self) -> Option<&'a str> {
+        self.i = ws(self.b, self.i);
+        let (end, escaped) = skip_string(self.b, self.i)?;
+        if escaped {
+            return None;
+        }
+        let s = &self.text[self.i + 1..end - 1];
+        self.i = end;
+        Some(s)
+    }
+
+    fn number(&mut self) -> Option<f64> {
+        self.i = ws(self.b, self.i);
+        let (end, _) = skip_number(self.b, self.i)?;
+        // `str::parse` rounds as `JSON.parse` does (the exact parser's integer shortcut
+        // gives the same doubles).
+        let n = self.text[self.i..end].parse::<f64>().ok()?;
+        self.i = end;
+        Some(n)
+    }
+
+    fn boolean(&mut self) -> Option<bool> {
+        self.i = ws(self.b, self.i);
+        let rest = &self.b[self.i..];
+        let (value, len) = if rest.starts_with(b"true") {
+            (true, 4)
+        } else if rest.starts_with(b"false") {
+            (false, 5)
+        } else {
+            return None;
+        };
+        self.i += len;
+        Some(value)
+    }
+
+    fn member<T: Copy>(&mut self, domain: &[(&str, T)]) -> Option<T> {
+        let s = self.plain_str()?;
+        domain.iter().find(|(name, _)| *name == s).map(|(_, t)| *t)
+    }
+
+    fn value(&mut self) -> Option<Json> {
+        let (value, end) = parse_value_at(self.text, self.i).ok()?;
+        self.i = end;
+        Some(value)
+    }
+
+    fn object_value(&mut self) -> Option<JsObject> {
+        self.value()?.into_object().ok()
+    }
+
+    /// A value read in place by `plain`, or else parsed and given to the exact
+    /// decoder (`plain` gave up; its reading is undone).
+    fn either<T>(
+        &mut self,
+        plain: impl FnOnce(&mut Self) -> Option<T>,
+        exact: impl FnOnce(Json) -> Result<T, String>,
+    ) -> Option<T> {
+        let start = self.i;
+        if let Some(t) = plain(self) {
+            return Some(t);
+        }
+        self.i = start;
+        exact(self.value()?).ok()
+    }
+
+    /// The members of an object whose keys all belong to `keys`, each once: `each` is
+    /// called with the key's index and reads the value. `seen` has a bit per index.
+    fn object(
+        &mut self,
+        keys: &[&str],
+        mut each: impl FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<u32> {
+        debug_assert!(keys.len() <= 32);
+        self.byte(b'{')?;
+        let mut seen = 0u32;
+        self.i = ws(self.b, self.i);
+        if self.b.get(self.i) == Some(&b'}') {
+            self.i += 1;
+            return Some(seen);
+        }
+        loop {
+            let key = self.plain_str()?;
+            let k = keys.iter().position(|n| *n == key)?;
+            if seen & (1 << k) != 0 {
+                return None;
+            }
+            seen |= 1 << k;
+            self.byte(b':')?;
+            each(self, k)?;
+            self.i = ws(self.b, self.i);
+            match self.b.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return Some(seen);
+                }
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// The event the exact decoder would build from `text`, when `text` is plain enough to
+/// read in place; `None` when it is not (the caller then decodes it the exact way).
+pub(super) fn decode_plain(text: &str) -> Option<RuntimeEvent> {
+    let mut r = Reader {
+        text,
+        b: text.as_bytes(),
+        i: 0,
+    };
+    let mut ids: [Option<JsStr>; 5] = Default::default();
+    let mut ts = None;
+    let mut partial = None;
+    let mut role = None;
+    let mut author = None;
+    let mut branch = None;
+    let mut origin = None;
+    let mut model_visibility = None;
+    let mut status = None;
+    let mut content = None;
+    let mut actions = None;
+    let mut refs = None;
+    // The key order of ENVELOPE_KEYS: id, invocationId, runId, sessionId, turnId, ts,
+    // partial, role, author, branch, origin, modelVisibility, status, content,
+    // actions, refs.
+    let seen = r.object(&ENVELOPE_KEYS, |r, k| {
+        match k {
+            0..=4 => {
+                let s = r.plain_str()?;
+                if s.is_empty() {
+                    return None;
+                }
+                ids[k] = Some(JsStr::new(s));
+            }
+            5 => ts = Some(r.number().filter(|n| n.is_finite())?),
+            6 => partial = Some(r.boolean()?),
+            7 => role = Some(r.member(ROLES)?),
+            8 => author = Some(r.member(AUTHORS)?),
+            9 => branch = Some(JsStr::new(r.plain_str()?)),
+            10 => origin = Some(r.member(ORIGINS)?),
+            11 => model_visibility = Some(r.member(VISIBILITIES)?),
+            12 => status = Some(r.member(STATUSES)?),
+            13 => content = Some(r.either(plain_content, decode_content)?),
+            14 => actions = Some(r.either(plain_actions, decode_actions)?),
+            15 => refs = Some(plain_refs(r)?),
+            _ => return None,
+        }
+        Some(())
+    })?;
+    // Only whitespace may follow; every required key must be there.
+    if ws(r.b, r.i) != r.b.len() || seen & 0x1ff != 0x1ff {
+        return None;
+    }
+    let [id, invocation_id, run_id, session_id, turn_id] = ids;
+    Some(RuntimeEvent {
+        id: id?,
+        invocation_id: invocation_id?,
+        run_id: run_id?,
+        session_id: session_id?,
+        turn_id: turn_id?,
+        ts: ts?,
+        partial: partial?,
+        role: role?,
+        author: author?,
+        branch,
+        origin,
+        model_visibility,
+        status,
+        content,
+        actions,
+        refs,
+    })
+}
+
+/// `thinking`, `function_call` and `function_response` content; text and error content
+/// (normalized or checked in more ways) are left to the exact decoder.
+fn plain_content(r: &mut Reader<'_>) -> Option<Content> {
+    const KEYS: [&str; 11] = [
+        "kind",
+        "text",
+        "signature",
+        "providerOptions",
+        "id",
+        "name",
+        "args",
+        "providerExecuted",
+        "result",
+        "isError",
+        "providerOutput",
+    ];
+    // Each kind's keys, as bits of KEYS, and the ones it requires.
+    const THINKING: (u32, u32) = (0b000_0000_1111, 0b000_0000_0011);
+    const CALL: (u32, u32) = (0b000_1111_1001, 0b000_0111_0001);
+    const RESPONSE: (u32, u32) = (0b111_1011_0001, 0b001_0011_0001);
+    let mut strings: [Option<&str>; 6] = [None; 6];
+    let mut provider_options = None;
+    let mut values: [Option<Json>; 3] = Default::default();
+    let mut flags: [Option<bool>; 2] = [None; 2];
+    let seen = r.object(&KEYS, |r, k| {
+        match k {
+            // Index 3 (providerOptions) stays empty.
+            0..=2 | 4 | 5 => strings[k] = Some(r.plain_str()?),
+            3 => provider_options = Some(r.object_value()?),
+            6 => values[0] = Some(r.value()?),
+            7 => flags[0] = Some(r.boolean()?),
+            8 => values[1] = Some(r.value()?),
+            9 => flags[1] = Some(r.boolean()?),
+            10 => values[2] = Some(r.value()?),
+            _ => return None,
+        }
+        Some(())
+    })?;
+    let [kind, text, signature, _, id, name] = strings;
+    let [args, result, provider_output] = values;
+    let [provider_executed, is_error] = flags;
+    let fits =
+        |(allowed, required): (u32, u32)| seen & !allowed == 0 && seen & required == required;
+    let js = JsStr::new;
+    match kind? {
+        "thinking" if fits(THINKING) => Some(Content::Thinking {
+            text: js(text?),
+            signature: signature.map(js),
+            provider_options,
+        }),
+        "function_call" if fits(CALL) => Some(Content::FunctionCall {
+            id: js(id?),
+            name: js(name?),
+            args: args?,
+            provider_options,
+            provider_executed,
+        }),
+        "function_response" if fits(RESPONSE) => Some(Content::FunctionResponse {
+            id: js(id?),
+            name: js(name?),
+            result: result?,
+            is_error,
+            provider_executed,
+            provider_output,
+        }),
+        _ => None,
+    }
+}
+
+/// `actions`: every member but `artifactDelta` and `permissionClosureAccepted` (left to
+/// the exact decoder); the records Maka only validates get the exact decoder's checks.
+fn plain_actions(r: &mut Reader<'_>) -> Option<Actions> {
+    let mut a = Actions::default();
+    r.object(&ACTION_KEYS, |r, k| {
+        type Check = fn(&Json) -> Result<(), String>;
+        let kept = |r: &mut Reader<'_>, check: Check| {
+            let v = r.value()?;
+            check(&v).ok()?;
+            Some(v)
+        };
+        match ACTION_KEYS[k] {
+            "stateDelta" => a.state_delta = Some(r.object_value()?),
+            "permissionRequest" => {
+                a.permission_request = Some(kept(r, check_permission_request)?);
+            }
+            "permissionDecision" => {
+                a.permission_decision = Some(kept(r, check_permission_decision)?);
+            }
+            "permissionAnswerAccepted" => {
+                a.permission_answer_accepted = Some(kept(r, check_answer_accepted)?);
+            }
+            "userQuestionRequest" => {
+                a.user_question_request = Some(kept(r, check_user_question_request)?);
+            }
+            "userQuestionAnswerAccepted" => {
+                a.user_question_answer_accepted = Some(kept(r, check_answer_accepted)?);
+            }
+            "transferToAgent" => a.transfer_to_agent = Some(JsStr::new(r.plain_str()?)),
+            "endInvocation" => a.end_invocation = Some(r.boolean()?),
+            "tokenUsage" => a.token_usage = Some(kept(r, check_token_usage)?),
+            "toolDispatch" => a.tool_dispatch = Some(plain_dispatch(r)?),
+            "toolRecovery" => a.tool_recovery = Some(decode_tool_recovery(r.value()?).ok()?),
+            "runtimeProtocol" => a.runtime_protocol = Some(kept(r, check_runtime_protocol)?),
+            "continuationStart" => {
+                a.continuation_start = Some(kept(r, check_continuation_start)?);
+            }
+            "workspaceFact" => a.workspace_fact = Some(kept(r, check_workspace_fact)?),
+            _ => return None,
+        }
+        Some(())
+    })?;
+    Some(a)
+}
+
+/// `actions.toolDispatch`: six required members, all strings.
+fn plain_dispatch(r: &mut Reader<'_>) -> Option<ToolDispatch> {
+    const KEYS: [&str; 6] = [
+        "protocol",
+        "operationId",
+        "providerToolCallId",
+        "toolName",
+        "canonicalArgsHash",
+        "recoveryMode",
+    ];
+    let mut strings: [Option<&str>; 6] = [None; 6];
+    let seen = r.object(&KEYS, |r, k| {
+        strings[k] = Some(r.plain_str()?);
+        Some(())
+    })?;
+    if seen != 0b11_1111 || strings[0]? != TOOL_BOUNDARY_PROTOCOL_V1 {
+        return None;
+    }
+    let mode = strings[5]?;
+    Some(ToolDispatch {
+        operation_id: JsStr::new(strings[1]?),
+        provider_tool_call_id: JsStr::new(strings[2]?),
+        tool_name: JsStr::new(strings[3]?),
+        canonical_args_hash: JsStr::new(strings[4]?),
+        recovery_mode: RECOVERY_MODES
+            .iter()
+            .find(|(name, _)| *name == mode)
+            .map(|(_, m)| *m)?,
+    })
+}
+
+/// `refs`, whose values are strings but for a digest and a high-water count.
+fn plain_refs(r: &mut Reader<'_>) -> Option<Refs> {
+    let mut strings: [Option<JsStr>; 15] = Default::default();
+    let mut high_water = None;
+    r.object(&REF_KEYS, |r, k| {
+        if REF_KEYS[k] == "sourceRuntimeEventHighWater" {
+            high_water = Some(r.number().filter(|n| is_safe_integer(*n) && *n >= 0.0)?);
+        } else {
+            let s = JsStr::new(r.plain_str()?);
+            if REF_KEYS[k] == "sourceMessageDigest" && !is_sha256_digest(&s) {
+                return None;
+            }
+            strings[k] = Some(s);
+        }
+        Some(())
+    })?;
+    let [stored_message_id, trace_event_id, tool_call_id, provider_event_id, source_message_digest, provider_request_trace_id, artifact_id, operation_id, parent_tool_call_id, parent_operation_id, step_id, source_invocation_id, source_run_id, source_turn_id, _] =
+        strings;
+    Some(Refs {
+        stored_message_id,
+        trace_event_id,
+        tool_call_id,
+        provider_event_id,
+        source_message_digest,
+        provider_request_trace_id,
+        artifact_id,
+        operation_id,
+        parent_tool_call_id,
+        parent_operation_id,
+        step_id,
+        source_invocation_id,
+        source_run_id,
+        source_turn_id,
+        source_runtime_event_high_water: high_water,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode_plain;
+    use crate::event::decode_event_text_exact;
+
+    /// Every payload Maka wrote in the fixtures (all releases) and every decode vector.
+    fn payloads() -> Vec<String> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut dbs = Vec::new();
+        let mut dirs = vec![root.join("fixtures")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.file_name().is_some_and(|n| n == "runtime.sqlite") {
+                    dbs.push(path);
+                }
+            }
+        }
+        assert!(dbs.len() >= 10, "{dbs:?}");
+        let mut out = Vec::new();
+        for db in dbs {
+            let uri = format!("file:{}?immutable=1", db.display());
+            let flags =
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+            let conn = rusqlite::Connection::open_with_flags(uri, flags).unwrap();
+            let Ok(mut stmt) = conn.prepare("SELECT payload_json FROM runtime_events") else {
+                continue; // a fixture whose damage is the schema itself
+            };
+            let rows = stmt.query_map([], |r| r.get::<_, Option<String>>(0));
+            out.extend(rows.unwrap().filter_map(|r| r.ok().flatten()));
+        }
+        let vectors = std::fs::read_to_string(root.join("tests/vectors/decode.jsonl")).unwrap();
+        for line in vectors.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if let Some(p) = v["payload_json"].as_str() {
+                out.push(p.to_owned());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn what_is_read_in_place_is_what_the_exact_decoder_builds() {
+        let payloads = payloads();
+        assert!(payloads.len() > 500, "{} payloads", payloads.len());
+        let mut accepted = 0;
+        let mut decodable = 0;
+        let mut declined = 0;
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        const BYTES: &[u8] = b"{}[]\",:\\ 0123456789eE+-.tfnul\t\nabz";
+        for p in &payloads {
+            let exact = decode_event_text_exact(p);
+            decodable += usize::from(exact.is_ok());
+            if let Some(e) = decode_plain(p) {
+                accepted += 1;
+                assert_eq!(exact.as_ref(), Ok(&e), "{p}");
+            }
+            for _ in 0..40 {
+                let mut b = p.clone().into_bytes();
+                let at = (next() as usize) % b.len().max(1);
+                match next() % 3 {
+                    0 if !b.is_empty() => {
+                        b.remove(at);
+                    }
+                    1 => b.insert(at.min(b.len()), BYTES[(next() as usize) % BYTES.len()]),
+                    _ if !b.is_empty() => b[at] = BYTES[(next() as usize) % BYTES.len()],
+                    _ => continue,
+                }
+                let Ok(m) = String::from_utf8(b) else {
+                    continue;
+                };
+                match decode_plain(&m) {
+                    Some(e) => assert_eq!(decode_event_text_exact(&m), Ok(e), "{m}"),
+                    None => declined += 1,
+                }
+            }
+        }
+        // The in-place path is the usual one, and most damage sends it to the exact one.
+        assert!(
+            accepted * 10 >= decodable * 9,
+            "{accepted} of {decodable} decodable payloads"
+        );
+        assert!(declined > payloads.len() * 20, "{declined}");
+    }
+
+    #[test]
+    fn anything_unusual_is_left_to_the_exact_decoder() {
+        const OK: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
+            "turnId":"t1","ts":17,"partial":false,"role":"model","author":"agent",
+            "refs":{"toolCallId":"c1"},"content":{"kind":"thinking","text":"hm"}}"#;
+        let plain = decode_plain(OK).expect("plain");
+        assert_eq!(decode_event_text_exact(OK), Ok(plain.clone()));
+        // A repeated key takes its last value in `JSON.parse`: left to the exact path.
+        let repeated = OK.replace(r#""ts":17"#, r#""ts":"x","ts":17"#);
+        assert_eq!(decode_plain(&repeated), None);
+        assert_eq!(decode_event_text_exact(&repeated), Ok(plain.clone()));
+        // An escape in an id.
+        let escaped = OK.replace(r#""s1""#, r#""s\u0031""#);
+        assert_eq!(decode_plain(&escaped), None);
+        assert_eq!(decode_event_text_exact(&escaped), Ok(plain));
+        // Refused either way: unknown key, empty id, bad enum, trailing text, bad refs.
+        for bad in [
+            OK.replace(r#""ts":17"#, r#""ts":17,"extra":1"#),
+            OK.replace(r#""id":"e1""#, r#""id":"""#),
+            OK.replace(r#""model""#, r#""Model""#),
+            format!("{OK} x"),
+            OK.replace(r#""c1""#, "1"),
+            OK.replace(r#""ts":17"#, r#""ts":1e400"#),
+            OK.replace(
+                r#""refs":{"#,
+                r#""refs":{"sourceMessageDigest":"sha256:0","#,
+            ),
+        ] {
+            assert_eq!(decode_plain(&bad), None, "{bad}");
+            assert!(decode_event_text_exact(&bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn content_and_actions_follow_the_exact_decoder_key_by_key() {
+        const CALL: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
+            "turnId":"t1","ts":17,"partial":false,"role":"model","author":"agent",
+            "content":{"args":{"path":"a"},"id":"c1","kind":"function_call","name":"Read"},
+            "actions":{"stateDelta":{"k":1},"toolDispatch":{"canonicalArgsHash":"h",
+            "operationId":"op","protocol":"t1_after_preflight_v1","providerToolCallId":"c1",
+            "recoveryMode":"replay_safe","toolName":"Read"}}}"#;
+        assert!(decode_plain(CALL).is_some());
+        let variants = [
+            // Keys of another kind, a missing required key, wrong types.
+            CALL.replace(r#""name":"Read"}"#, r#""name":"Read","text":"x"}"#),
+            CALL.replace(r#""name":"Read"}"#, r#""name":"Read","result":1}"#),
+            CALL.replace(r#""args":{"path":"a"},"#, ""),
+            CALL.replace(r#""kind":"function_call""#, r#""kind":"thinking""#),
+            CALL.replace(r#""kind":"function_call""#, r#""kind":"function_response""#),
+            CALL.replace(r#""kind":"function_call""#, r#""kind":"text""#),
+            CALL.replace(
+                r#""name":"Read"}"#,
+                r#""name":"Read","providerExecuted":1}"#,
+            ),
+            CALL.replace(
+                r#""name":"Read"}"#,
+                r#""name":"Read","providerOptions":[]}"#,
+            ),
+            CALL.replace(
+                r#""name":"Read"}"#,
+                r#""name":"Read","providerOptions":{}}"#,
+            ),
+            // Dispatch: another protocol or mode, a missing or empty member.
+            CALL.replace("t1_after_preflight_v1", "t2"),
+            CALL.replace("replay_safe", "replay"),
+            CALL.replace(r#""toolName":"Read""#, r#""toolName":"""#),
+            CALL.replace(r#","toolName":"Read""#, ""),
+            // Members the in-place reader leaves to the exact decoder, and bad ones.
+            CALL.replace(r#""stateDelta":{"k":1}"#, r#""artifactDelta":{"k":1}"#),
+            CALL.replace(r#""stateDelta":{"k":1}"#, r#""artifactDelta":{"k":[]}"#),
+            CALL.replace(r#""stateDelta":{"k":1}"#, r#""endInvocation":true"#),
+            CALL.replace(r#""stateDelta":{"k":1}"#, r#""endInvocation":1"#),
+            CALL.replace(r#""stateDelta":{"k":1}"#, r#""stateDelta":[1]"#),
+            CALL.replace(
+                r#""stateDelta":{"k":1}"#,
+                r#""permissionClosureAccepted":{}"#,
+            ),
+            CALL.replace(r#""stateDelta":{"k":1}"#, r#""runtimeProtocol":{"x":1}"#),
+            CALL.replace(
+                r#""stateDelta":{"k":1}"#,
+                r#""runtimeProtocol":{"toolBoundary":"t1_after_preflight_v1"}"#,
+            ),
+            CALL.replace(
+                r#""stateDelta":{"k":1}"#,
+                r#""transferToAgent":"a
+""#,
+            ),
+        ];
+        let mut accepted = 0;
+        for v in &variants {
+            let exact = decode_event_text_exact(v);
+            // Declined ones are the exact decoder's to accept or refuse.
+            if let Some(e) = decode_plain(v) {
+                accepted += 1;
+                assert_eq!(exact, Ok(e), "{v}");
+            }
+        }
+        assert!(accepted >= 4, "{accepted}");
+        // These Maka refuses (so they were never accepted in place).
+        for bad in [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 12, 14, 16, 17, 18, 19] {
+            assert!(
+                decode_event_text_exact(&variants[bad]).is_err(),
+                "{}",
+                variants[bad]
+            );
+        }
+    }
+}
