@@ -69,7 +69,7 @@ struct Store<'a> {
 }
 
 /// Every decodable run header, reduced ([`HeaderBrief`]), sorted by a 128-bit
-/// fingerprint of `(session, run)`. Memory: 64 bytes per run header (and the failure
+/// fingerprint of `(session, run)`. Memory: 48 bytes per run header (and the failure
 /// class and abort source where a header has one). A sorted vector, not a hash map:
 /// at 500k runs the map's buckets were half empty (25 MB).
 struct HeaderBriefs {

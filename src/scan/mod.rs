@@ -221,10 +221,20 @@ impl OrdinalSummary {
 /// nothing is allocated); `lens` their byte lengths, `u32::MAX` for absent.
 #[derive(Clone, Debug)]
 pub struct HeaderBrief {
-    uuid: Option<[u8; 16]>,
+    /// The turn id's 16 bytes, when `extra` does not hold the turn id.
+    uuid: [u8; 16],
+    /// Text that does not fit the fixed fields (absent for most runs: 8 bytes then).
+    extra: Option<Box<BriefText>>,
+    status: crate::header::HeaderStatus,
+}
+
+/// The text of a [`HeaderBrief`]: `text` holds, one after the other, a turn id that is
+/// not a lowercase UUID, the failure class and the abort source; `lens` are their byte
+/// lengths, `u32::MAX` for absent.
+#[derive(Clone, Debug)]
+struct BriefText {
     text: Box<str>,
     lens: [u32; 3],
-    status: crate::header::HeaderStatus,
 }
 
 /// A lowercase hyphenated UUID's 16 bytes.
@@ -273,35 +283,45 @@ impl HeaderBrief {
             h.failure_class.as_deref(),
             h.abort_source.as_deref(),
         ];
-        let mut text = String::new();
-        let mut lens = [u32::MAX; 3];
-        for (len, part) in lens.iter_mut().zip(parts) {
-            if let Some(p) = part {
-                *len = u32::try_from(p.len()).ok().filter(|&n| n != u32::MAX)?;
-                text.push_str(p);
+        let extra = if parts.iter().all(Option::is_none) {
+            None
+        } else {
+            let mut text = String::new();
+            let mut lens = [u32::MAX; 3];
+            for (len, part) in lens.iter_mut().zip(parts) {
+                if let Some(p) = part {
+                    *len = u32::try_from(p.len()).ok().filter(|&n| n != u32::MAX)?;
+                    text.push_str(p);
+                }
             }
-        }
+            Some(Box::new(BriefText {
+                text: text.into_boxed_str(),
+                lens,
+            }))
+        };
         Some(HeaderBrief {
-            uuid,
-            text: text.into_boxed_str(),
-            lens,
+            uuid: uuid.unwrap_or_default(),
+            extra,
             status: h.status,
         })
     }
 
     /// The header's `turnId`.
     pub fn turn_id(&self) -> String {
-        match &self.uuid {
-            Some(b) => uuid_text(b),
-            None => self.parts()[0].unwrap_or_default().to_owned(),
+        match self.parts()[0] {
+            Some(text) => text.to_owned(),
+            None => uuid_text(&self.uuid),
         }
     }
 
     fn parts(&self) -> [Option<&str>; 3] {
+        let Some(extra) = &self.extra else {
+            return [None; 3];
+        };
         let mut at = 0usize;
-        self.lens.map(|len| {
+        extra.lens.map(|len| {
             (len != u32::MAX).then(|| {
-                let p = &self.text[at..at + len as usize];
+                let p = &extra.text[at..at + len as usize];
                 at += len as usize;
                 p
             })
@@ -1054,7 +1074,50 @@ pub struct Tables {
 
 #[cfg(test)]
 mod tests {
-    use super::{uuid_bytes, uuid_text};
+    use super::{uuid_bytes, uuid_text, HeaderBrief};
+    use crate::header::{HeaderStatus, RunHeader};
+
+    #[test]
+    fn a_brief_gives_back_the_fields_it_keeps_in_32_bytes() {
+        // One is kept per run for the whole scan.
+        assert!(std::mem::size_of::<HeaderBrief>() <= 32);
+        let header = |turn: &str, failure: Option<&str>, abort: Option<&str>| RunHeader {
+            run_id: "r".into(),
+            session_id: "s".into(),
+            turn_id: turn.into(),
+            invocation_id: None,
+            status: HeaderStatus::Failed,
+            created_at: 1.0,
+            updated_at: 2.0,
+            completed_at: None,
+            failure_class: failure.map(Into::into),
+            abort_source: abort.map(Into::into),
+            tool_mode: None,
+            trace_write_error: None,
+            record: serde_json::Map::new(),
+        };
+        let uuid = "08790f99-7301-4f31-8f22-9f6a34e8a5fc";
+        for (turn, failure, abort) in [
+            (uuid, None, None),
+            (uuid, Some("provider_error"), None),
+            (uuid, None, Some("user")),
+            ("turn-1", None, None),
+            ("turn-1", Some("x"), Some("")),
+            ("", Some(""), None),
+        ] {
+            let b = HeaderBrief::new(&header(turn, failure, abort)).unwrap();
+            assert_eq!(
+                b.extra.is_none(),
+                turn == uuid && failure.is_none() && abort.is_none()
+            );
+            assert_eq!(b.turn_id(), turn);
+            let back = b.header("s", "r");
+            assert_eq!(back.turn_id, turn);
+            assert_eq!(back.failure_class.as_deref(), failure);
+            assert_eq!(back.abort_source.as_deref(), abort);
+            assert_eq!(back.status, HeaderStatus::Failed);
+        }
+    }
 
     #[test]
     fn a_uuid_turn_id_is_kept_as_bytes_and_comes_back_the_same() {
