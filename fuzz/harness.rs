@@ -304,11 +304,12 @@ impl ScanStore for MemoryStore {
     }
     fn for_each_header_key(
         &mut self,
-        f: &mut dyn FnMut(&str, &str) -> Result<(), DbError>,
+        f: &mut wsledger::scan::HeaderKeyVisit<'_>,
     ) -> Result<(), DbError> {
+        // No walked marks here: the walk keeps its own set of closed runs.
         for ((s, r), h) in &self.headers {
             if h.is_some() {
-                f(s, r)?;
+                f(s, r, None)?;
             }
         }
         Ok(())

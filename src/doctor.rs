@@ -64,6 +64,9 @@ struct Store<'a> {
     /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable
     /// (shared with the run-event check).
     briefs: Option<Arc<HeaderBriefs>>,
+    /// One bit per entry of `briefs`: its run was walked (see `mark_walked`); empty
+    /// until the first mark.
+    walked: Vec<u64>,
     /// The ordinal rows, when reduced beside the walk.
     ordinals: Option<OrdinalSummary>,
 }
@@ -83,9 +86,12 @@ impl HeaderBriefs {
     }
 
     fn get(&self, s: &str, r: &str) -> Option<&HeaderBrief> {
+        Some(&self.sorted[self.position(s, r)?].1)
+    }
+
+    fn position(&self, s: &str, r: &str) -> Option<usize> {
         let k = self.key(s, r);
-        let i = self.sorted.binary_search_by_key(&k, |e| e.0).ok()?;
-        Some(&self.sorted[i].1)
+        self.sorted.binary_search_by_key(&k, |e| e.0).ok()
     }
 
     /// Sorts what was pushed; of equal keys the last pushed is kept (as a map's
@@ -250,6 +256,19 @@ impl ScanStore for Store<'_> {
     fn header_brief(&mut self, session_id: &str, run_id: &str) -> Option<&HeaderBrief> {
         self.briefs.as_ref()?.get(session_id, run_id)
     }
+    fn mark_walked(&mut self, session_id: &str, run_id: &str) -> Option<bool> {
+        // A bit per brief instead of the walk's own set of every run it closed: at
+        // 500k runs that set took 9 to 18 MB, and twice that while it grew.
+        let briefs = self.briefs.as_ref()?;
+        let i = briefs.position(session_id, run_id)?;
+        if self.walked.is_empty() {
+            self.walked = vec![0; briefs.sorted.len().div_ceil(64)];
+        }
+        let (word, bit) = (i / 64, 1u64 << (i % 64));
+        let was = self.walked[word] & bit != 0;
+        self.walked[word] |= bit;
+        Some(was)
+    }
     fn projection_matches(
         &mut self,
         op: &crate::ledger::scanner::Operation,
@@ -288,7 +307,7 @@ impl ScanStore for Store<'_> {
             return self.ws.count_rows("core_agent_runs");
         }
         let mut n = 0;
-        self.for_each_header_key(&mut |_, _| {
+        self.for_each_header_key(&mut |_, _, _| {
             n += 1;
             Ok(())
         })?;
@@ -296,17 +315,23 @@ impl ScanStore for Store<'_> {
     }
     fn for_each_header_key(
         &mut self,
-        f: &mut dyn FnMut(&str, &str) -> Result<(), DbError>,
+        f: &mut crate::scan::HeaderKeyVisit<'_>,
     ) -> Result<(), DbError> {
         if !self.has_headers {
             return Ok(());
         }
         let gone = &self.gone;
+        let (briefs, walked) = (self.briefs.as_deref(), &self.walked);
         self.ws.for_each_header_key(&mut |s: &str, r: &str| {
             if gone.session(s) {
                 return Ok(());
             }
-            f(s, r)
+            let mark = briefs.and_then(|b| b.position(s, r)).map(|i| {
+                walked
+                    .get(i / 64)
+                    .is_some_and(|word| word & (1u64 << (i % 64)) != 0)
+            });
+            f(s, r, mark)
         })
     }
     fn for_each_operation(
@@ -578,6 +603,7 @@ pub fn scan_workspace_without(
             gone: &gone,
             digests: None,
             briefs: None,
+            walked: Vec::new(),
             ordinals: None,
         };
         let operation_rows = if has_operations {

@@ -106,6 +106,10 @@ impl RunAcc {
     }
 }
 
+/// What [`ScanStore::for_each_header_key`] calls for each header: session, run, and
+/// the run's [`ScanStore::mark_walked`] mark when the store keeps one.
+pub type HeaderKeyVisit<'a> = dyn FnMut(&str, &str, Option<bool>) -> Result<(), DbError> + 'a;
+
 /// The lookups the walk needs from the database (point queries through indexes).
 pub trait ScanStore {
     /// The `core_agent_runs` row of `(session, run)`, if the table exists and has it.
@@ -130,17 +134,22 @@ pub trait ScanStore {
     fn header_brief(&mut self, _session_id: &str, _run_id: &str) -> Option<&HeaderBrief> {
         None
     }
+    /// Marks `(session, run)` as walked. `Some(was)` when the store keeps such marks
+    /// for this run (one bit per run header it read up front, see [`HeaderBrief`]),
+    /// `was` telling whether it was marked before; `None` when it keeps none for it
+    /// (the walk then remembers the run itself).
+    fn mark_walked(&mut self, _session_id: &str, _run_id: &str) -> Option<bool> {
+        None
+    }
     /// The journal rows of an operation id, in journal order.
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError>;
     /// Every row of one run, in scan order.
     fn run_rows(&mut self, session_id: &str, run_id: &str) -> Result<Vec<EventRow>, DbError>;
     /// Number of `core_agent_runs` rows (0 without the table).
     fn header_count(&mut self) -> Result<u64, DbError>;
-    /// Every `(session, run)` of `core_agent_runs`.
-    fn for_each_header_key(
-        &mut self,
-        f: &mut dyn FnMut(&str, &str) -> Result<(), DbError>,
-    ) -> Result<(), DbError>;
+    /// Every `(session, run)` of `core_agent_runs`, with its [`ScanStore::mark_walked`]
+    /// mark when the store keeps one for it.
+    fn for_each_header_key(&mut self, f: &mut HeaderKeyVisit<'_>) -> Result<(), DbError>;
     /// Every stored `tool_operations` row, reduced (nothing without the table).
     fn for_each_operation(
         &mut self,
@@ -591,8 +600,12 @@ impl Walker {
         }
         let runs = std::mem::take(&mut self.inv_runs);
         for ((s, r), acc) in runs {
-            let fp = self.run_fingerprint(&s, &r);
-            if !self.closed_runs.insert(fp) {
+            // The store's mark when it keeps one (one bit per run), else our own set.
+            let again = match store.mark_walked(&s, &r) {
+                Some(was) => was,
+                None => !self.closed_runs.insert(self.run_fingerprint(&s, &r)),
+            };
+            if again {
                 // The run came back in another invocation: assessed again at the end
                 // from all its rows.
                 self.split_runs.insert((s, r));
@@ -738,9 +751,9 @@ impl Walker {
             let mut missing = Vec::new();
             let closed = &self.closed_runs;
             let hasher = &self.run_hasher;
-            store.for_each_header_key(&mut |s, r| {
-                let fp = hasher.hash(&(s, r));
-                if !closed.contains(&fp) {
+            store.for_each_header_key(&mut |s, r, walked| {
+                let walked = walked.unwrap_or_else(|| closed.contains(&hasher.hash(&(s, r))));
+                if !walked {
                     missing.push((s.to_owned(), r.to_owned()));
                 }
                 Ok(())
