@@ -14,7 +14,9 @@ use wsledger::db::{
     DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
     StoredOperationKey,
 };
-use wsledger::event::{decode_event_text, encode_canonical, event_kind, RuntimeEvent};
+use wsledger::event::{
+    decode_event_text, decode_event_text_exact, encode_canonical, event_kind, RuntimeEvent,
+};
 use wsledger::json::{parse, JsStr};
 use wsledger::ledger::scanner::scan_tool_ledger;
 use wsledger::ledger::terminal::{
@@ -35,7 +37,10 @@ fn text(data: &[u8]) -> std::borrow::Cow<'_, str> {
 /// decodes again and is a fixed point.
 pub fn decode(data: &[u8]) {
     let text = text(data);
-    let Ok(event) = decode_event_text(&text) else {
+    // Reading in place never changes the answer (the event, or the error's words).
+    let decoded = decode_event_text(&text);
+    assert_eq!(decoded, decode_event_text_exact(&text), "{text}");
+    let Ok(event) = decoded else {
         return;
     };
     if let Ok(canonical) = encode_canonical(&event) {
