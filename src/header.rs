@@ -714,28 +714,12 @@ mod run_event_fast_path_tests {
         assert!(records.len() > 100, "{} run events", records.len());
         let mut accepted = 0;
         let mut damaged = 0;
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        const BYTES: &[u8] = b"{}[]\",:\\ 0123456789eE+-.tfnul\t\nabz";
+        let mut damage = crate::mutate::Mutator::new(0x9e37_79b9_7f4a_7c15);
         for (s, r, record, turn) in &records {
             assert_eq!(check_run_event(record, s, r, turn.as_deref()), Ok(()));
             accepted += usize::from(run_event_plainly_ok(record, s, r, turn.as_deref()));
             for _ in 0..40 {
-                let mut b = record.clone().into_bytes();
-                let at = (next() as usize) % b.len();
-                match next() % 3 {
-                    0 => {
-                        b.remove(at);
-                    }
-                    1 => b.insert(at, BYTES[(next() as usize) % BYTES.len()]),
-                    _ => b[at] = BYTES[(next() as usize) % BYTES.len()],
-                }
-                let Ok(m) = String::from_utf8(b) else {
+                let Some(m) = damage.mutate(record) else {
                     continue;
                 };
                 if run_event_plainly_ok(&m, s, r, turn.as_deref()) {

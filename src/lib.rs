@@ -26,6 +26,8 @@ pub mod header;
 pub mod json;
 pub mod ledger;
 pub mod lock;
+#[cfg(test)]
+mod mutate;
 pub mod quarantine;
 pub mod release;
 pub mod replay;

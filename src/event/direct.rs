@@ -444,14 +444,7 @@ mod tests {
         let mut accepted = 0;
         let mut decodable = 0;
         let mut declined = 0;
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        const BYTES: &[u8] = b"{}[]\",:\\ 0123456789eE+-.tfnul\t\nabz";
+        let mut damage = crate::mutate::Mutator::new(0x2545_f491_4f6c_dd1d);
         for p in &payloads {
             let exact = decode_event_text_exact(p);
             decodable += usize::from(exact.is_ok());
@@ -460,17 +453,7 @@ mod tests {
                 assert_eq!(exact.as_ref(), Ok(&e), "{p}");
             }
             for _ in 0..40 {
-                let mut b = p.clone().into_bytes();
-                let at = (next() as usize) % b.len().max(1);
-                match next() % 3 {
-                    0 if !b.is_empty() => {
-                        b.remove(at);
-                    }
-                    1 => b.insert(at.min(b.len()), BYTES[(next() as usize) % BYTES.len()]),
-                    _ if !b.is_empty() => b[at] = BYTES[(next() as usize) % BYTES.len()],
-                    _ => continue,
-                }
-                let Ok(m) = String::from_utf8(b) else {
+                let Some(m) = damage.mutate(p) else {
                     continue;
                 };
                 match decode_plain(&m) {
