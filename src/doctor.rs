@@ -167,13 +167,15 @@ fn read_briefs(
         if !keys_ok {
             return;
         }
-        if let Ok(h) =
-            crate::header::decode_header_as(&row.record_json, &row.session_id, &row.run_id, rules)
-        {
-            let k = b.key(&row.session_id, &row.run_id);
-            if let Some(brief) = HeaderBrief::new(&h) {
-                b.sorted.push((k, brief));
-            }
+        let (rec, s, r) = (&*row.record_json, &*row.session_id, &*row.run_id);
+        let brief = match crate::header::header_facts_plainly(rec, s, r, rules) {
+            Some(facts) => HeaderBrief::from_facts(facts),
+            None => crate::header::decode_header_as(rec, s, r, rules)
+                .ok()
+                .and_then(|h| HeaderBrief::new(&h)),
+        };
+        if let Some(brief) = brief {
+            b.sorted.push((b.key(s, r), brief));
         }
     })?;
     b.seal();

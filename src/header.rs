@@ -105,6 +105,29 @@ const OPTIONAL_STRINGS: &[&str] = &[
     "traceWriteError",
 ];
 
+const PERMISSION_MODES: &[&str] = &["explore", "ask", "bypass", "execute"];
+
+/// Optional keys whose value, when present, is one of a closed list of strings.
+const ENUMS: [(&str, &[&str]); 6] = [
+    ("collaborationMode", &["agent", "plan"]),
+    ("orchestrationMode", &["default", "swarm", "graph"]),
+    ("orchestrationSource", &["session", "turn_override"]),
+    (
+        "agentSwarmAuthorization",
+        &["none", "session_mode", "turn_override"],
+    ),
+    ("rootExecutionKind", &["context_compact"]),
+    ("toolMode", &["direct", "code_mode"]),
+];
+
+/// What started a run; from v0.1.11 at most one of them is set.
+const ORIGINS: [&str; 4] = [
+    "scheduledTaskId",
+    "legacyAutomationId",
+    "goalId",
+    "agentGraphWakeId",
+];
+
 fn enum_ok(v: Option<&Value>, allowed: &[&str]) -> bool {
     match v {
         None => true,
@@ -200,36 +223,16 @@ pub fn decode_header_as(
     if !enum_ok(record.get("backendKind"), rules.backend_kinds) {
         return Err("`backendKind` is not a backend kind".into());
     }
-    if !enum_ok(
-        record.get("permissionMode"),
-        &["explore", "ask", "bypass", "execute"],
-    ) {
+    if !enum_ok(record.get("permissionMode"), PERMISSION_MODES) {
         return Err("`permissionMode` is not a permission mode".into());
     }
-    let enums: [(&str, &[&str]); 6] = [
-        ("collaborationMode", &["agent", "plan"]),
-        ("orchestrationMode", &["default", "swarm", "graph"]),
-        ("orchestrationSource", &["session", "turn_override"]),
-        (
-            "agentSwarmAuthorization",
-            &["none", "session_mode", "turn_override"],
-        ),
-        ("rootExecutionKind", &["context_compact"]),
-        ("toolMode", &["direct", "code_mode"]),
-    ];
-    for (key, allowed) in enums {
+    for (key, allowed) in ENUMS {
         if !enum_ok(record.get(key), allowed) {
             return Err(format!("`{key}` has an unknown value"));
         }
     }
-    let origins = [
-        "scheduledTaskId",
-        "legacyAutomationId",
-        "goalId",
-        "agentGraphWakeId",
-    ];
     if rules.v0111_trigger_ids {
-        if origins.iter().filter(|k| record.contains_key(**k)).count() > 1 {
+        if ORIGINS.iter().filter(|k| record.contains_key(**k)).count() > 1 {
             return Err(
                 "more than one of scheduledTaskId, legacyAutomationId, goalId, agentGraphWakeId"
                     .into(),
@@ -272,6 +275,124 @@ pub fn decode_header_as(
         return Err("run or session id is not a safe id (A-Z a-z 0-9 _ -, 1..128)".into());
     }
     Ok(header)
+}
+
+/// What the scan keeps of a run header (see `scan::HeaderBrief`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeaderFacts<'a> {
+    pub status: HeaderStatus,
+    pub turn_id: &'a str,
+    pub failure_class: Option<&'a str>,
+    pub abort_source: Option<&'a str>,
+}
+
+impl RunHeader {
+    pub fn facts(&self) -> HeaderFacts<'_> {
+        HeaderFacts {
+            status: self.status,
+            turn_id: &self.turn_id,
+            failure_class: self.failure_class.as_deref(),
+            abort_source: self.abort_source.as_deref(),
+        }
+    }
+}
+
+/// The fast path of [`decode_header_as`] for the scan, which reads every header of the
+/// file and keeps four fields (building the whole `serde_json` map cost about 6 µs a
+/// header, most of the header read): `Some` only for a record the exact decode
+/// certainly accepts, with the fields it would give, judged from its raw members. A
+/// value that is not a string without escapes or a plain number (an object, `null`, a
+/// boolean, an exponent), a repeated or unknown key, `automationId` (renamed on read)
+/// and anything the checks refuse are left to the exact decode, which also gives the
+/// reason.
+pub fn header_facts_plainly<'a>(
+    record_json: &'a str,
+    session_id: &str,
+    run_id: &str,
+    rules: &HeaderRules,
+) -> Option<HeaderFacts<'a>> {
+    use crate::json::validate::{plain_members, skip_number, skip_string};
+    let members = plain_members(record_json)?;
+    // Every key is one of these, once.
+    let listed = |k: &str| REQUIRED.iter().chain(OPTIONAL).position(|x| *x == k);
+    let mut seen = [false; REQUIRED.len() + OPTIONAL.len()];
+    let mut strings: Vec<(&str, &str)> = Vec::with_capacity(members.len());
+    for (k, v) in &members {
+        // `continuationSource` and `runComposition` are objects: left to the exact decode.
+        if matches!(*k, "automationId" | "continuationSource" | "runComposition")
+            || !known_key(k, rules)
+        {
+            return None;
+        }
+        let at = listed(k)?;
+        if std::mem::replace(&mut seen[at], true) {
+            return None;
+        }
+        let b = v.as_bytes();
+        match b.first() {
+            Some(b'"') => match skip_string(b, 0) {
+                Some((end, false)) if end == b.len() => strings.push((k, &v[1..end - 1])),
+                _ => return None,
+            },
+            // Plain numbers only (no exponent: `serde_json` refuses what overflows).
+            Some(b'-' | b'0'..=b'9') => {
+                if skip_number(b, 0) != Some((b.len(), true)) {
+                    return None;
+                }
+                if !matches!(*k, "createdAt" | "updatedAt" | "completedAt") {
+                    return None;
+                }
+            }
+            _ => return None,
+        }
+    }
+    if !seen[..REQUIRED.len()].iter().all(|&x| x) {
+        return None;
+    }
+    let get = |k: &str| strings.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+    // The keys read as numbers must not be strings, and the string keys not numbers.
+    for k in ["createdAt", "updatedAt", "completedAt"] {
+        if get(k).is_some() {
+            return None;
+        }
+    }
+    let string_keys = [
+        "runId",
+        "sessionId",
+        "turnId",
+        "status",
+        "backendKind",
+        "llmConnectionSlug",
+        "modelId",
+        "cwd",
+        "permissionMode",
+    ];
+    if string_keys.iter().any(|k| get(k).is_none()) {
+        return None;
+    }
+    let in_list = |k: &str, allowed: &[&str]| get(k).is_none_or(|v| allowed.contains(&v));
+    if !in_list("backendKind", rules.backend_kinds)
+        || !in_list("permissionMode", PERMISSION_MODES)
+        || ENUMS.iter().any(|(k, allowed)| !in_list(k, allowed))
+    {
+        return None;
+    }
+    if rules.v0111_trigger_ids && ORIGINS.iter().filter(|k| get(k).is_some()).count() > 1 {
+        return None;
+    }
+    let status = parse_status(get("status")?)?;
+    if get("runId")? != run_id || get("sessionId")? != session_id {
+        return None;
+    }
+    if !is_safe_id(run_id) || !is_safe_id(session_id) {
+        return None;
+    }
+    Some(HeaderFacts {
+        status,
+        turn_id: get("turnId")?,
+        failure_class: get("failureClass"),
+        abort_source: get("abortSource"),
+    })
 }
 
 #[cfg(test)]
@@ -370,6 +491,133 @@ mod tests {
         assert!(decode_header(&OK.replace("running", "paused"), "s1", "r1").is_err());
         assert!(decode_header(OK, "s1", "r2").is_err());
         assert!(decode_header("[]", "s1", "r1").is_err());
+    }
+
+    /// Every header Maka wrote in the fixtures (all releases).
+    fn fixture_headers() -> Vec<(String, String, String)> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut dbs = Vec::new();
+        let mut dirs = vec![root];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.file_name().is_some_and(|n| n == "runtime.sqlite") {
+                    dbs.push(path);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for db in dbs {
+            let uri = format!("file:{}?immutable=1", db.display());
+            let flags =
+                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
+            let conn = rusqlite::Connection::open_with_flags(uri, flags).unwrap();
+            let Ok(mut stmt) =
+                conn.prepare("SELECT session_id, run_id, record_json FROM core_agent_runs")
+            else {
+                continue;
+            };
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .unwrap();
+            out.extend(rows.map(Result::unwrap));
+        }
+        out
+    }
+
+    /// `Some` from the fast path means the exact decode accepts, with the same facts.
+    fn agrees(record: &str, s: &str, r: &str, rules: &HeaderRules) -> bool {
+        let fast = header_facts_plainly(record, s, r, rules);
+        if let Some(f) = fast {
+            let exact = decode_header_as(record, s, r, rules);
+            assert_eq!(exact.as_ref().map(RunHeader::facts), Ok(f), "{record}");
+        }
+        fast.is_some()
+    }
+
+    #[test]
+    fn the_header_fast_path_gives_the_exact_facts_or_nothing() {
+        let headers = fixture_headers();
+        assert!(headers.len() > 50, "{} headers", headers.len());
+        let all: Vec<HeaderRules> = crate::release::RELEASES
+            .iter()
+            .map(|t| rules(t))
+            .chain([HeaderRules::MAIN])
+            .collect();
+        let (mut fast, mut decoded, mut damaged) = (0, 0, 0);
+        let mut damage = crate::mutate::Mutator::new(0x2545_f491_4f6c_dd1d);
+        for (s, r, record) in &headers {
+            for rules in &all {
+                decoded += usize::from(decode_header_as(record, s, r, rules).is_ok());
+                fast += usize::from(agrees(record, s, r, rules));
+            }
+            for _ in 0..40 {
+                if let Some(m) = damage.mutate(record) {
+                    let rules = &all[damaged % all.len()];
+                    agrees(&m, s, r, rules);
+                    damaged += 1;
+                }
+            }
+        }
+        // The fast path is the usual one where the exact decode accepts.
+        assert!(fast * 10 >= decoded * 9, "{fast} of {decoded}");
+        assert!(damaged > headers.len() * 30, "{damaged}");
+    }
+
+    #[test]
+    fn the_header_fast_path_leaves_the_unusual_to_the_exact_decode() {
+        let main = HeaderRules::MAIN;
+        assert!(agrees(OK, "s1", "r1", &main));
+        let plain = |rec: &str| agrees(rec, "s1", "r1", &main);
+        // OK with `key` set to the text `value`, as written (no re-serializing).
+        let raw = |key: &str, value: &str| {
+            let mut v: serde_json::Value = serde_json::from_str(OK).unwrap();
+            v[key] = serde_json::json!("@@");
+            v.to_string().replace(r#""@@""#, value)
+        };
+        // Each is one the exact decode reads differently, refuses, or words an error for.
+        for (key, value) in [
+            ("status", r#""paused""#),
+            ("status", r#""waiting_permission""#),
+            ("createdAt", "1e3"),
+            ("createdAt", r#""1""#),
+            ("completedAt", "null"),
+            ("invocationId", "7"),
+            ("agentId", "null"),
+            ("continuationSource", "{}"),
+            ("continuationSource", r#""x""#),
+            ("toolMode", r#""other""#),
+            ("automationId", r#""a""#),
+            ("permissionMode", "true"),
+        ] {
+            let rec = raw(key, value);
+            let exact = decode_header_as(&rec, "s1", "r1", &main);
+            let fast = header_facts_plainly(&rec, "s1", "r1", &main);
+            assert!(fast.is_none() || exact.is_ok(), "{rec}");
+            if key == "status" && value.contains("waiting") {
+                // Folded on read, and plain enough to take the fast path.
+                assert_eq!(fast.map(|f| f.status), Some(HeaderStatus::WaitingForUser));
+            } else {
+                assert!(!plain(&rec), "{rec}");
+            }
+        }
+        // An escape (the exact decode reads `t1`), a repeated key (serde keeps the last
+        // value), an unknown key, another row.
+        let escaped = OK.replace(r#""t1""#, r#""t\u0031""#);
+        assert_eq!(decode_header(&escaped, "s1", "r1").unwrap().turn_id, "t1");
+        assert!(!plain(&escaped));
+        assert!(!plain(
+            &OK.replace(r#""cwd":"/""#, r#""cwd":"/","cwd":"/""#)
+        ));
+        assert!(!plain(&OK.replace("\"cwd\"", "\"cwdx\"")));
+        assert!(header_facts_plainly(OK, "s1", "r2", &main).is_none());
+        // Two origins from v0.1.11 on.
+        let two =
+            with("goalId", r#""g""#).replace(r#""goalId""#, r#""agentGraphWakeId":"w","goalId""#);
+        assert!(decode_header_as(&two, "s1", "r1", &main).is_err());
+        assert!(!plain(&two));
     }
 
     #[test]

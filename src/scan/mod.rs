@@ -32,7 +32,7 @@ use crate::db::{
 };
 use crate::event::{decode_event_text, RuntimeEvent};
 use crate::findings::Finding;
-use crate::header::{decode_header_as, RunHeader};
+use crate::header::{decode_header_as, HeaderFacts, RunHeader};
 use crate::json::JsStr;
 use crate::ledger::scanner::{
     IssueCode, LateTouch, Operation, ScanOptions as ScannerOptions, ToolLedgerScanner,
@@ -286,11 +286,16 @@ fn uuid_text(bytes: &[u8; 16]) -> String {
 impl HeaderBrief {
     /// `None` for a header whose fields do not fit (longer than 4 GiB).
     pub fn new(h: &RunHeader) -> Option<HeaderBrief> {
-        let uuid = uuid_bytes(&h.turn_id);
+        HeaderBrief::from_facts(h.facts())
+    }
+
+    /// The brief of a header with these facts (see [`crate::header::header_facts_plainly`]).
+    pub fn from_facts(h: HeaderFacts<'_>) -> Option<HeaderBrief> {
+        let uuid = uuid_bytes(h.turn_id);
         let parts = [
-            uuid.is_none().then_some(h.turn_id.as_str()),
-            h.failure_class.as_deref(),
-            h.abort_source.as_deref(),
+            uuid.is_none().then_some(h.turn_id),
+            h.failure_class,
+            h.abort_source,
         ];
         let extra = if parts.iter().all(Option::is_none) {
             None
