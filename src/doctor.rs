@@ -1139,12 +1139,6 @@ pub fn diagnose_workspace(
 ) -> Result<(crate::diagnosis::Diagnosis, crate::finalize::Plan), DbError> {
     use crate::diagnosis::{diagnose, wanted_events, wanted_tool_calls, Input};
     use std::collections::HashMap;
-    let (finalize, planned_from) = plan_finalize_on(
-        ws,
-        report,
-        &crate::finalize::PlanOptions::default(),
-        PlanUse::Show,
-    )?;
     // Archived sessions only matter for runs the report kept.
     let archived = if report.runs.is_empty() {
         BTreeSet::new()
@@ -1152,81 +1146,116 @@ pub fn diagnose_workspace(
         archived_sessions(ws)?
     };
     let damaged = crate::quarantine::damaged_sessions(report, &archived);
-    let mut partials = HashMap::new();
-    for (s, r) in planned_from.runs.keys() {
-        partials.insert((s.clone(), r.clone()), ws.partial_texts(s, r)?);
-    }
-    let set_aside = deletion_counts_of(ws, damaged.keys().cloned().collect())?;
-    // Titles of the sessions the diagnosis and the findings name.
-    let mut named: BTreeSet<&str> = report
-        .findings
-        .iter()
-        .filter_map(|f| f.session_id.as_deref())
-        .collect();
-    named.extend(planned_from.runs.keys().map(|(s, _)| s.as_str()));
-    named.extend(damaged.keys().map(String::as_str));
-    let labels = ws.session_labels(named)?;
-    let mut events = HashMap::new();
-    for id in wanted_events(report) {
-        if let Some(row) = ws.named_event(&id)? {
-            events.insert(id, row);
+    std::thread::scope(|scope| {
+        // The deletion counts (most of the diagnosis's reading) go on while the rest is read.
+        let counting = DeletionCounts::start(ws, scope, damaged.keys().cloned().collect())?;
+        let (finalize, planned_from) = plan_finalize_on(
+            ws,
+            report,
+            &crate::finalize::PlanOptions::default(),
+            PlanUse::Show,
+        )?;
+        let mut partials = HashMap::new();
+        for (s, r) in planned_from.runs.keys() {
+            partials.insert((s.clone(), r.clone()), ws.partial_texts(s, r)?);
         }
-    }
-    let mut recorded_calls = BTreeSet::new();
-    for (s, call) in wanted_tool_calls(report) {
-        if ws.tool_call_recorded(&s, &call)? {
-            recorded_calls.insert((s, call));
+        // Titles of the sessions the diagnosis and the findings name.
+        let mut named: BTreeSet<&str> = report
+            .findings
+            .iter()
+            .filter_map(|f| f.session_id.as_deref())
+            .collect();
+        named.extend(planned_from.runs.keys().map(|(s, _)| s.as_str()));
+        named.extend(damaged.keys().map(String::as_str));
+        let labels = ws.session_labels(named)?;
+        let mut events = HashMap::new();
+        for id in wanted_events(report) {
+            if let Some(row) = ws.named_event(&id)? {
+                events.insert(id, row);
+            }
         }
-    }
-    let apply_refusal = finalize.apply_refusal.clone();
-    let d = diagnose(&Input {
-        workspace: shown,
-        report,
-        archived: &archived,
-        finalize: &finalize,
-        runs: &planned_from.runs,
-        partials: &partials,
-        labels: &labels,
-        set_aside: &set_aside,
-        events: &events,
-        recorded_calls: &recorded_calls,
-        apply_refusal,
-    });
-    Ok((d, finalize))
+        let mut recorded_calls = BTreeSet::new();
+        for (s, call) in wanted_tool_calls(report) {
+            if ws.tool_call_recorded(&s, &call)? {
+                recorded_calls.insert((s, call));
+            }
+        }
+        let set_aside = counting.finish(ws)?;
+        let apply_refusal = finalize.apply_refusal.clone();
+        let d = diagnose(&Input {
+            workspace: shown,
+            report,
+            archived: &archived,
+            finalize: &finalize,
+            runs: &planned_from.runs,
+            partials: &partials,
+            labels: &labels,
+            set_aside: &set_aside,
+            events: &events,
+            recorded_calls: &recorded_calls,
+            apply_refusal,
+        });
+        Ok((d, finalize))
+    })
 }
 
-/// What quarantine would set aside from each of `sessions`, in rows per table. Each
-/// session's count reads the tool tables whole (their event columns have no index),
-/// so when a second connection is certain to see the same file, half of the sessions
-/// are counted on it, on another thread.
-fn deletion_counts_of(
-    ws: &Workspace,
-    sessions: Vec<String>,
-) -> Result<std::collections::BTreeMap<String, Vec<(String, usize)>>, DbError> {
-    let count = |w: &Workspace, list: &[String]| -> Result<Vec<_>, DbError> {
-        list.iter()
-            .map(|s| Ok((s.clone(), w.deletion_counts(s)?)))
-            .collect()
-    };
-    let twin = if sessions.len() > 1 {
-        ws.reader_twin()?
-    } else {
-        None
-    };
-    let Some(twin) = twin else {
-        return Ok(count(ws, &sessions)?.into_iter().collect());
-    };
-    let (here, there) = sessions.split_at(sessions.len() / 2);
-    std::thread::scope(|scope| {
-        let beside = scope.spawn(move || count(&twin, there));
-        let mut all = count(ws, here)?;
-        all.extend(
-            beside
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-        );
-        Ok(all.into_iter().collect())
-    })
+type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;
+
+/// What quarantine would set aside from each damaged session, in rows per table. Each
+/// session's count reads the tool tables whole (their event columns have no index), so
+/// when other connections are certain to see the same file, the sessions are counted
+/// on two of them, on their own threads, while the caller reads the rest; otherwise on
+/// the caller's connection when it asks for them.
+struct DeletionCounts<'scope> {
+    here: Vec<String>,
+    beside: Vec<std::thread::ScopedJoinHandle<'scope, Result<SetAside, DbError>>>,
+}
+
+impl<'scope> DeletionCounts<'scope> {
+    fn start<'env>(
+        ws: &Workspace,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        mut sessions: Vec<String>,
+    ) -> Result<DeletionCounts<'scope>, DbError> {
+        let mut beside = Vec::new();
+        for threads_left in (1..=sessions.len().min(2)).rev() {
+            let Some(twin) = ws.reader_twin()? else {
+                break;
+            };
+            let mine = sessions.split_off(sessions.len() - sessions.len().div_ceil(threads_left));
+            let kept = mine.clone();
+            let spawned = std::thread::Builder::new()
+                .name("deletion-counts".into())
+                .spawn_scoped(scope, move || count_deletions(&twin, &mine));
+            match spawned {
+                Ok(h) => beside.push(h),
+                // No thread to be had: those sessions are counted here.
+                Err(_) => {
+                    sessions.extend(kept);
+                    break;
+                }
+            }
+        }
+        Ok(DeletionCounts {
+            here: sessions,
+            beside,
+        })
+    }
+
+    fn finish(self, ws: &Workspace) -> Result<SetAside, DbError> {
+        let mut all = count_deletions(ws, &self.here)?;
+        for h in self.beside {
+            all.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+        }
+        Ok(all)
+    }
+}
+
+fn count_deletions(w: &Workspace, sessions: &[String]) -> Result<SetAside, DbError> {
+    sessions
+        .iter()
+        .map(|s| Ok((s.clone(), w.deletion_counts(s)?)))
+        .collect()
 }
 
 /// `wsledger info`: where the workspace is, what schema it has, how big it is,

@@ -160,3 +160,32 @@ fn every_way_of_spreading_the_bench_workspace_scan_gives_the_one_thread_report()
         );
     }
 }
+
+/// The diagnosis counts what quarantine would set aside from each damaged session on
+/// other connections while it reads the rest (split over two threads): each count
+/// must be the rows quarantine reads for that session, whatever the split.
+#[test]
+fn the_diagnosis_counts_each_damaged_session_as_quarantine_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = generate(dir.path(), "healthy", 3000);
+    let (sessions, checked) = wsledger::db::Workspace::read(&db, |ws| {
+        let report = wsledger::doctor::scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let (d, _) = wsledger::doctor::diagnose_workspace(ws, &report, "generated")?;
+        let mut checked = 0;
+        for s in &d.damaged_sessions {
+            let want: std::collections::BTreeMap<String, usize> = ws
+                .deletion(&s.session_id)?
+                .counts()
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .collect();
+            assert_eq!(s.set_aside.rows, want, "{}", s.session_id);
+            checked += usize::from(want.get("runtime_events").is_some_and(|n| *n > 0));
+        }
+        Ok((d.damaged_sessions.len(), checked))
+    })
+    .unwrap();
+    // Several sessions, so that both threads count some.
+    assert!(sessions >= 3, "{sessions} damaged sessions");
+    assert_eq!(checked, sessions);
+}
