@@ -78,6 +78,16 @@ impl<'a> Reader<'a> {
         domain.iter().find(|(name, _)| *name == s).map(|(_, t)| *t)
     }
 
+    /// A string, borrowed when it has no escapes, else decoded as the exact parser does.
+    fn string(&mut self) -> Option<JsStr> {
+        let start = self.i;
+        if let Some(s) = self.plain_str() {
+            return Some(JsStr::new(s));
+        }
+        self.i = start;
+        self.value()?.into_js_string().ok()
+    }
+
     fn value(&mut self) -> Option<Json> {
         let (value, end) = parse_value_at(self.text, self.i).ok()?;
         self.i = end;
@@ -212,8 +222,10 @@ pub(super) fn decode_plain(text: &str) -> Option<RuntimeEvent> {
     })
 }
 
-/// `thinking`, `function_call` and `function_response` content; text and error content
-/// (normalized or checked in more ways) are left to the exact decoder.
+/// `thinking`, `function_call` and `function_response` content, and text content with
+/// nothing but its text (and `providerOptions`, which the exact decoder drops); other
+/// text and error content (normalized or checked in more ways) are left to the exact
+/// decoder.
 fn plain_content(r: &mut Reader<'_>) -> Option<Content> {
     const KEYS: [&str; 11] = [
         "kind",
@@ -232,14 +244,18 @@ fn plain_content(r: &mut Reader<'_>) -> Option<Content> {
     const THINKING: (u32, u32) = (0b000_0000_1111, 0b000_0000_0011);
     const CALL: (u32, u32) = (0b000_1111_1001, 0b000_0111_0001);
     const RESPONSE: (u32, u32) = (0b111_1011_0001, 0b001_0011_0001);
+    const TEXT: (u32, u32) = (0b000_0000_1011, 0b000_0000_0011);
     let mut strings: [Option<&str>; 6] = [None; 6];
+    // `text` may hold escapes (new lines, quotes): decoded, not given up on.
+    let mut text = None;
     let mut provider_options = None;
     let mut values: [Option<Json>; 3] = Default::default();
     let mut flags: [Option<bool>; 2] = [None; 2];
     let seen = r.object(&KEYS, |r, k| {
         match k {
-            // Index 3 (providerOptions) stays empty.
-            0..=2 | 4 | 5 => strings[k] = Some(r.plain_str()?),
+            // Indexes 1 (text) and 3 (providerOptions) stay empty.
+            0 | 2 | 4 | 5 => strings[k] = Some(r.plain_str()?),
+            1 => text = Some(r.string()?),
             3 => provider_options = Some(r.object_value()?),
             6 => values[0] = Some(r.value()?),
             7 => flags[0] = Some(r.boolean()?),
@@ -250,15 +266,26 @@ fn plain_content(r: &mut Reader<'_>) -> Option<Content> {
         }
         Some(())
     })?;
-    let [kind, text, signature, _, id, name] = strings;
+    let [kind, _, signature, _, id, name] = strings;
     let [args, result, provider_output] = values;
     let [provider_executed, is_error] = flags;
     let fits =
         |(allowed, required): (u32, u32)| seen & !allowed == 0 && seen & required == required;
     let js = JsStr::new;
     match kind? {
+        "text" if fits(TEXT) => {
+            let text = text?;
+            let mut fields = JsObject::new();
+            fields.push_unique(JsStr::new("kind"), Json::String(JsStr::new("text")));
+            fields.push_unique(JsStr::new("text"), Json::String(text.clone()));
+            Some(Content::Text {
+                text,
+                steering: false,
+                fields,
+            })
+        }
         "thinking" if fits(THINKING) => Some(Content::Thinking {
-            text: js(text?),
+            text: text?,
             signature: signature.map(js),
             provider_options,
         }),
@@ -501,6 +528,53 @@ mod tests {
             assert_eq!(decode_plain(&bad), None, "{bad}");
             assert!(decode_event_text_exact(&bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn text_content_with_only_its_text_is_read_in_place() {
+        const TEXT: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
+            "turnId":"t1","ts":17,"partial":false,"role":"user","author":"user",
+            "content":{"kind":"text","text":"a\nb \"c\" \ud800"}}"#;
+        let read = |v: &str| (decode_plain(v), decode_event_text_exact(v));
+        // Escapes in the text (a lone surrogate too) are decoded, not given up on.
+        let (plain, exact) = read(TEXT);
+        assert!(plain.is_some());
+        assert_eq!(exact, Ok(plain.unwrap()));
+        // providerOptions is dropped by both; when not an object, refused by both.
+        let with_options = TEXT.replace(
+            r#""kind":"text","#,
+            r#""kind":"text","providerOptions":{"a":1},"#,
+        );
+        let (plain, exact) = read(&with_options);
+        assert_eq!(exact, Ok(plain.expect("plain")));
+        let bad_options =
+            TEXT.replace(r#""kind":"text","#, r#""kind":"text","providerOptions":1,"#);
+        assert_eq!(read(&bad_options).0, None);
+        assert!(read(&bad_options).1.is_err());
+        // Every other text member is the exact decoder's (normalized or checked there):
+        // the content is then decoded the exact way, with the same result.
+        for extra in [
+            r#""displayText":"x""#,
+            r#""steering":true"#,
+            r#""attachments":[]"#,
+            r#""quotes":[]"#,
+            r#""origin":{"kind":"goal","goalId":"g"}"#,
+            r#""signature":"s""#,
+        ] {
+            let v = TEXT.replace(r#""kind":"text","#, &format!(r#""kind":"text",{extra},"#));
+            let (plain, exact) = read(&v);
+            assert_eq!(plain, exact.ok(), "{v}");
+        }
+        // A text that is not a string, or no text.
+        assert_eq!(
+            read(&TEXT.replace(r#""text":"a"#, r#""text":1,"x":"a"#)).0,
+            None
+        );
+        let no_text = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
+            "turnId":"t1","ts":17,"partial":false,"role":"user","author":"user",
+            "content":{"kind":"text"}}"#;
+        assert_eq!(read(no_text).0, None);
+        assert!(read(no_text).1.is_err());
     }
 
     #[test]
