@@ -1201,61 +1201,50 @@ pub fn diagnose_workspace(
 
 type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;
 
-/// What quarantine would set aside from each damaged session, in rows per table. Each
-/// session's count reads the tool tables whole (their event columns have no index), so
-/// when other connections are certain to see the same file, the sessions are counted
-/// on two of them, on their own threads, while the caller reads the rest; otherwise on
-/// the caller's connection when it asks for them.
-struct DeletionCounts<'scope> {
-    here: Vec<String>,
-    beside: Vec<std::thread::ScopedJoinHandle<'scope, Result<SetAside, DbError>>>,
+/// What quarantine would set aside from each damaged session, in rows per table
+/// ([`Workspace::deletion_counts_of`]: the tool tables are read once for all of them).
+/// When another connection is certain to see the same file, they are counted on it, on
+/// its own thread, while the caller reads the rest; otherwise on the caller's
+/// connection when it asks for them.
+enum DeletionCounts<'scope> {
+    Here(Vec<String>),
+    Beside(std::thread::ScopedJoinHandle<'scope, Result<SetAside, DbError>>),
 }
 
 impl<'scope> DeletionCounts<'scope> {
     fn start<'env>(
         ws: &Workspace,
         scope: &'scope std::thread::Scope<'scope, 'env>,
-        mut sessions: Vec<String>,
+        sessions: Vec<String>,
     ) -> Result<DeletionCounts<'scope>, DbError> {
-        let mut beside = Vec::new();
-        for threads_left in (1..=sessions.len().min(2)).rev() {
-            let Some(twin) = ws.reader_twin()? else {
-                break;
-            };
-            let mine = sessions.split_off(sessions.len() - sessions.len().div_ceil(threads_left));
-            let kept = mine.clone();
-            let spawned = std::thread::Builder::new()
-                .name("deletion-counts".into())
-                .spawn_scoped(scope, move || count_deletions(&twin, &mine));
-            match spawned {
-                Ok(h) => beside.push(h),
-                // No thread to be had: those sessions are counted here.
-                Err(_) => {
-                    sessions.extend(kept);
-                    break;
-                }
-            }
+        if sessions.is_empty() {
+            return Ok(DeletionCounts::Here(sessions));
         }
-        Ok(DeletionCounts {
-            here: sessions,
-            beside,
+        let Some(twin) = ws.reader_twin()? else {
+            return Ok(DeletionCounts::Here(sessions));
+        };
+        let kept = sessions.clone();
+        let spawned = std::thread::Builder::new()
+            .name("deletion-counts".into())
+            .spawn_scoped(scope, move || count_deletions(&twin, sessions));
+        Ok(match spawned {
+            Ok(h) => DeletionCounts::Beside(h),
+            // No thread to be had: they are counted here.
+            Err(_) => DeletionCounts::Here(kept),
         })
     }
 
     fn finish(self, ws: &Workspace) -> Result<SetAside, DbError> {
-        let mut all = count_deletions(ws, &self.here)?;
-        for h in self.beside {
-            all.extend(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+        match self {
+            DeletionCounts::Here(sessions) => count_deletions(ws, sessions),
+            DeletionCounts::Beside(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
         }
-        Ok(all)
     }
 }
 
-fn count_deletions(w: &Workspace, sessions: &[String]) -> Result<SetAside, DbError> {
-    sessions
-        .iter()
-        .map(|s| Ok((s.clone(), w.deletion_counts(s)?)))
-        .collect()
+fn count_deletions(w: &Workspace, sessions: Vec<String>) -> Result<SetAside, DbError> {
+    let counts = w.deletion_counts_of(&sessions)?;
+    Ok(sessions.into_iter().zip(counts).collect())
 }
 
 /// `wsledger info`: where the workspace is, what schema it has, how big it is,

@@ -129,8 +129,9 @@ fn the_bench_workspace_scans_to_makas_verdict() {
 }
 
 /// The diagnosis counts what quarantine would set aside from several damaged sessions
-/// at once, half of them on a second connection: each count must be the rows
-/// quarantine reads for that session. The bench workspace has four.
+/// at once (one pass over each tool table for all of them, on a second connection):
+/// each count must be the rows quarantine reads for that session. The bench workspace
+/// has four.
 #[test]
 fn the_bench_workspace_diagnosis_counts_what_quarantine_moves() {
     let Some(db) = maka_bench::present() else {

@@ -536,3 +536,53 @@ fn deletion_counts_take_a_row_reached_twice_once() {
     assert!(twice > 2 * events, "{want:?}");
     assert_eq!(ws.deletion_counts(&s).unwrap(), want);
 }
+
+/// The tool tables are counted for several sessions in one pass each: the counts must
+/// still be exactly the rows quarantine reads, session by session, when the purge's
+/// clauses reach a row in unusual ways: a journal row only through its operation (no
+/// event, or another session's), an operation through its dispatch or result only, or
+/// through two sessions at once, and a blob holding an event id's bytes (SQLite never
+/// takes a blob for a text).
+#[test]
+fn deletion_counts_of_many_sessions_follow_every_clause() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let other = "(SELECT e.event_id FROM runtime_events e WHERE e.session_id != \
+                 (SELECT x.session_id FROM runtime_events x \
+                  WHERE x.event_id = tool_operations.call_event_id) ORDER BY e.rowid LIMIT 1)";
+    c.execute_batch(&format!(
+        "PRAGMA foreign_keys = OFF; \
+         UPDATE tool_journal_events SET runtime_event_id = NULL WHERE journal_seq % 3 = 0; \
+         UPDATE tool_journal_events SET runtime_event_id = \
+           (SELECT event_id FROM runtime_events ORDER BY rowid DESC LIMIT 1) \
+           WHERE journal_seq % 3 = 1; \
+         UPDATE tool_operations SET result_event_id = {other} WHERE rowid % 3 = 0; \
+         UPDATE tool_operations SET call_event_id = 'nowhere' WHERE rowid % 4 = 1; \
+         INSERT INTO tool_journal_events (journal_event_id, operation_id, invocation_id, \
+           run_id, turn_id, state, runtime_event_id, committed_at) \
+           SELECT 'blob-' || journal_event_id, 'no-such-op', invocation_id, run_id, turn_id, \
+             state, CAST(runtime_event_id AS BLOB), committed_at \
+           FROM tool_journal_events WHERE runtime_event_id IS NOT NULL;"
+    ))
+    .unwrap();
+    drop(c);
+    let ws = Workspace::open_read_only(&db).unwrap();
+    let sessions: Vec<String> = session_ids(&db).into_iter().collect();
+    assert!(sessions.len() >= 3, "{sessions:?}");
+    let all = ws.deletion_counts_of(&sessions).unwrap();
+    let mut reached = BTreeMap::new();
+    for (s, got) in sessions.iter().zip(&all) {
+        let want = ws.deletion(s).unwrap().counts();
+        assert_eq!(got, &want, "{s}");
+        assert_eq!(ws.deletion_counts(s).unwrap(), want, "{s}");
+        for (t, n) in want {
+            *reached.entry(t).or_insert(0) += n;
+        }
+    }
+    // The changes reached the counts: every operation through some session (the
+    // cross-session ones through two), and the journal's rows through their operations.
+    assert!(reached["tool_operations"] > 15, "{reached:?}");
+    assert!(reached["tool_journal_events"] >= 30, "{reached:?}");
+}

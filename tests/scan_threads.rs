@@ -162,8 +162,8 @@ fn every_way_of_spreading_the_bench_workspace_scan_gives_the_one_thread_report()
 }
 
 /// The diagnosis counts what quarantine would set aside from each damaged session on
-/// other connections while it reads the rest (split over two threads): each count
-/// must be the rows quarantine reads for that session, whatever the split.
+/// another connection while it reads the rest, all sessions in one pass over each
+/// tool table: each count must be the rows quarantine reads for that session.
 #[test]
 fn the_diagnosis_counts_each_damaged_session_as_quarantine_reads_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -185,7 +185,7 @@ fn the_diagnosis_counts_each_damaged_session_as_quarantine_reads_it() {
         Ok((d.damaged_sessions.len(), checked))
     })
     .unwrap();
-    // Several sessions, so that both threads count some.
+    // Several sessions, counted together.
     assert!(sessions >= 3, "{sessions} damaged sessions");
     assert_eq!(checked, sessions);
 }

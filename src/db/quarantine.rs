@@ -265,13 +265,25 @@ fn selectors(fks: &[ForeignKey], tables: &BTreeSet<String>) -> Vec<(String, Stri
 
 /// How many rows of each table the deletion of `session` removes: the counts of
 /// [`read_deletion`] (same tables, same order), without reading the rows or looking
-/// for what would stop it. Each table is counted once, over all the clauses that
-/// reach it, so the tool tables (whose event columns have no index) are read once
-/// per table and not once per clause and foreign key.
+/// for what would stop it. See [`read_deletion_counts_of`].
 pub fn read_deletion_counts(
     c: &Connection,
     session: &str,
 ) -> rusqlite::Result<Vec<(String, usize)>> {
+    Ok(read_deletion_counts_of(c, &[session.to_owned()])?
+        .pop()
+        .unwrap_or_default())
+}
+
+/// [`read_deletion_counts`] of each of `sessions`. Each table is counted once per
+/// session, over all the clauses that reach it. The two tool tables, whose event
+/// columns have no index (so SQLite reads them whole for every session), are counted
+/// for all the sessions in one pass each when Maka's purge clause is the only one that
+/// reaches them ([`ToolTableCounts`]).
+pub fn read_deletion_counts_of(
+    c: &Connection,
+    sessions: &[String],
+) -> rusqlite::Result<Vec<Vec<(String, usize)>>> {
     let tables = table_names(c)?;
     let fks = foreign_keys(c, &tables)?;
     let mut clauses: Vec<(String, Vec<String>)> = Vec::new();
@@ -281,18 +293,187 @@ pub fn read_deletion_counts(
             None => clauses.push((table, vec![clause])),
         }
     }
-    clauses
-        .into_iter()
-        .map(|(table, list)| {
-            let sql = format!(
-                "SELECT count(*) FROM {} WHERE {}",
-                quote(&table),
-                list.join(" OR ")
-            );
-            let n: i64 = c.query_row(&sql, params![session], |r| r.get(0))?;
-            Ok((table, usize::try_from(n).unwrap_or(0)))
-        })
-        .collect()
+    let only_purge = |table: &str, list: &[String]| {
+        list.len() == 1
+            && PURGE
+                .iter()
+                .any(|(t, clause)| *t == table && list[0] == format!("({clause})"))
+    };
+    let tool_clauses_only = clauses.iter().all(|(t, list)| {
+        !matches!(t.as_str(), "tool_operations" | "tool_journal_events") || only_purge(t, list)
+    });
+    let passes = if tool_clauses_only && !sessions.is_empty() {
+        ToolTableCounts::read(c, sessions)?
+    } else {
+        None
+    };
+    let mut out = vec![Vec::with_capacity(clauses.len()); sessions.len()];
+    for (table, list) in clauses {
+        let counted = passes.as_ref().and_then(|p| match table.as_str() {
+            "tool_operations" => Some(&p.operations),
+            "tool_journal_events" => Some(&p.journal),
+            _ => None,
+        });
+        if let Some(counts) = counted {
+            for (o, n) in out.iter_mut().zip(counts) {
+                o.push((table.clone(), *n));
+            }
+            continue;
+        }
+        let sql = format!(
+            "SELECT count(*) FROM {} WHERE {}",
+            quote(&table),
+            list.join(" OR ")
+        );
+        let mut stmt = c.prepare(&sql)?;
+        for (o, s) in out.iter_mut().zip(sessions) {
+            let n: i64 = stmt.query_row(params![s], |r| r.get(0))?;
+            o.push((table.clone(), usize::try_from(n).unwrap_or(0)));
+        }
+    }
+    Ok(out)
+}
+
+/// The rows of `tool_operations` and `tool_journal_events` Maka's purge clauses reach
+/// for each of several sessions, found in one pass over each table: an operation whose
+/// call, dispatch or result event is one of the session's, and a journal row whose
+/// event is one of them or whose operation is one of those operations. Values are
+/// compared as SQLite compares them in those columns (TEXT affinity, binary collation):
+/// a text equals a text of the same bytes, a blob a blob, NULL nothing. `None` when
+/// that might not hold (a column declares a collation, or holds a number): then
+/// SQLite counts each session.
+struct ToolTableCounts {
+    operations: Vec<usize>,
+    journal: Vec<usize>,
+}
+
+/// The sessions each stored value belongs to, texts and blobs apart (a text never
+/// equals a blob).
+#[derive(Default)]
+struct Owners {
+    text: std::collections::HashMap<Box<[u8]>, Vec<usize>>,
+    blob: std::collections::HashMap<Box<[u8]>, Vec<usize>>,
+}
+
+/// Not a value the pass compares as SQLite would (a number in a TEXT column).
+struct Unlike;
+
+impl Owners {
+    fn add(&mut self, v: ValueRef<'_>, sessions: &[usize]) -> Result<(), Unlike> {
+        let (map, b) = match v {
+            ValueRef::Null => return Ok(()),
+            ValueRef::Text(b) => (&mut self.text, b),
+            ValueRef::Blob(b) => (&mut self.blob, b),
+            ValueRef::Integer(_) | ValueRef::Real(_) => return Err(Unlike),
+        };
+        let owners = map.entry(b.into()).or_default();
+        for &i in sessions {
+            if !owners.contains(&i) {
+                owners.push(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds the sessions `v` belongs to to `into` (each once).
+    fn of(&self, v: ValueRef<'_>, into: &mut Vec<usize>) -> Result<(), Unlike> {
+        let found = match v {
+            ValueRef::Null => None,
+            ValueRef::Text(b) => self.text.get(b),
+            ValueRef::Blob(b) => self.blob.get(b),
+            ValueRef::Integer(_) | ValueRef::Real(_) => return Err(Unlike),
+        };
+        for &i in found.into_iter().flatten() {
+            if !into.contains(&i) {
+                into.push(i);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ToolTableCounts {
+    fn read(c: &Connection, sessions: &[String]) -> rusqlite::Result<Option<ToolTableCounts>> {
+        let collation: i64 = c.query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE tbl_name IN \
+             ('runtime_events', 'tool_operations', 'tool_journal_events') \
+             AND sql LIKE '%collate%'",
+            [],
+            |r| r.get(0),
+        )?;
+        if collation > 0 {
+            return Ok(None);
+        }
+        match Self::passes(c, sessions)? {
+            Ok(counts) => Ok(Some(counts)),
+            Err(Unlike) => Ok(None),
+        }
+    }
+
+    fn passes(
+        c: &Connection,
+        sessions: &[String],
+    ) -> rusqlite::Result<Result<ToolTableCounts, Unlike>> {
+        // Each session's event ids (the clauses' `SELECT event_id FROM runtime_events
+        // WHERE session_id = ?1`).
+        let mut events = Owners::default();
+        let mut stmt = c.prepare("SELECT event_id FROM runtime_events WHERE session_id = ?1")?;
+        for (i, s) in sessions.iter().enumerate() {
+            let mut rows = stmt.query(params![s])?;
+            while let Some(r) = rows.next()? {
+                if let Err(u) = events.add(r.get_ref(0)?, &[i]) {
+                    return Ok(Err(u));
+                }
+            }
+        }
+        let mut operations = vec![0; sessions.len()];
+        // The ids of the operations counted, with their sessions.
+        let mut ops = Owners::default();
+        let mut stmt = c.prepare(
+            "SELECT operation_id, call_event_id, dispatch_event_id, result_event_id \
+             FROM tool_operations",
+        )?;
+        let mut rows = stmt.query([])?;
+        let mut hit = Vec::new();
+        while let Some(r) = rows.next()? {
+            hit.clear();
+            for col in 1..=3 {
+                if let Err(u) = events.of(r.get_ref(col)?, &mut hit) {
+                    return Ok(Err(u));
+                }
+            }
+            if hit.is_empty() {
+                continue;
+            }
+            for &i in &hit {
+                operations[i] += 1;
+            }
+            if let Err(u) = ops.add(r.get_ref(0)?, &hit) {
+                return Ok(Err(u));
+            }
+        }
+        let mut journal = vec![0; sessions.len()];
+        let mut stmt =
+            c.prepare("SELECT runtime_event_id, operation_id FROM tool_journal_events")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            hit.clear();
+            let (event, operation) = (r.get_ref(0)?, r.get_ref(1)?);
+            if let Err(u) = events
+                .of(event, &mut hit)
+                .and_then(|()| ops.of(operation, &mut hit))
+            {
+                return Ok(Err(u));
+            }
+            for &i in &hit {
+                journal[i] += 1;
+            }
+        }
+        Ok(Ok(ToolTableCounts {
+            operations,
+            journal,
+        }))
+    }
 }
 
 /// Reads every row the conversation deletion of `session` removes (see module docs).
@@ -767,6 +948,15 @@ impl super::Workspace {
     /// (read-only; equal to `deletion(session)?.counts()`, and cheaper).
     pub fn deletion_counts(&self, session: &str) -> Result<Vec<(String, usize)>, super::DbError> {
         read_deletion_counts(self.conn(), session).map_err(|e| self.err(&e))
+    }
+
+    /// [`Workspace::deletion_counts`] of each of `sessions`, in their order (cheaper
+    /// than one call each: the tool tables are read once for all of them).
+    pub fn deletion_counts_of(
+        &self,
+        sessions: &[String],
+    ) -> Result<Vec<Vec<(String, usize)>>, super::DbError> {
+        read_deletion_counts_of(self.conn(), sessions).map_err(|e| self.err(&e))
     }
 
     /// Columns and rowid facts of a table.
