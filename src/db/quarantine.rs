@@ -302,7 +302,10 @@ pub fn read_deletion_counts_of(
     let tool_clauses_only = clauses.iter().all(|(t, list)| {
         !matches!(t.as_str(), "tool_operations" | "tool_journal_events") || only_purge(t, list)
     });
-    let passes = if tool_clauses_only && !sessions.is_empty() {
+    let tool_tables = ["tool_operations", "tool_journal_events"]
+        .iter()
+        .all(|t| tables.contains(*t));
+    let passes = if tool_tables && tool_clauses_only && !sessions.is_empty() {
         ToolTableCounts::read(c, sessions)?
     } else {
         None
