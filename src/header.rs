@@ -356,20 +356,8 @@ pub fn header_facts_plainly<'a>(
             return None;
         }
     }
-    let string_keys = [
-        "runId",
-        "sessionId",
-        "turnId",
-        "status",
-        "backendKind",
-        "llmConnectionSlug",
-        "modelId",
-        "cwd",
-        "permissionMode",
-    ];
-    if string_keys.iter().any(|k| get(k).is_none()) {
-        return None;
-    }
+    // So every required key but the two times is a string: all are there, and only
+    // the times may be numbers.
     let in_list = |k: &str, allowed: &[&str]| get(k).is_none_or(|v| allowed.contains(&v));
     if !in_list("backendKind", rules.backend_kinds)
         || !in_list("permissionMode", PERMISSION_MODES)
@@ -495,25 +483,8 @@ mod tests {
 
     /// Every header Maka wrote in the fixtures (all releases).
     fn fixture_headers() -> Vec<(String, String, String)> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
-        let mut dbs = Vec::new();
-        let mut dirs = vec![root];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.file_name().is_some_and(|n| n == "runtime.sqlite") {
-                    dbs.push(path);
-                }
-            }
-        }
         let mut out = Vec::new();
-        for db in dbs {
-            let uri = format!("file:{}?immutable=1", db.display());
-            let flags =
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
-            let conn = rusqlite::Connection::open_with_flags(uri, flags).unwrap();
+        for (_, conn) in crate::fixture_dbs::fixture_databases() {
             let Ok(mut stmt) =
                 conn.prepare("SELECT session_id, run_id, record_json FROM core_agent_runs")
             else {

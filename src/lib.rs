@@ -21,6 +21,8 @@ pub mod event;
 pub mod expect;
 pub mod finalize;
 pub mod findings;
+#[cfg(test)]
+mod fixture_dbs;
 pub mod hash128;
 pub mod header;
 pub mod json;

@@ -429,25 +429,8 @@ mod tests {
     /// Every payload Maka wrote in the fixtures (all releases) and every decode vector.
     fn payloads() -> Vec<String> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut dbs = Vec::new();
-        let mut dirs = vec![root.join("fixtures")];
-        while let Some(dir) = dirs.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    dirs.push(path);
-                } else if path.file_name().is_some_and(|n| n == "runtime.sqlite") {
-                    dbs.push(path);
-                }
-            }
-        }
-        assert!(dbs.len() >= 10, "{dbs:?}");
         let mut out = Vec::new();
-        for db in dbs {
-            let uri = format!("file:{}?immutable=1", db.display());
-            let flags =
-                rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI;
-            let conn = rusqlite::Connection::open_with_flags(uri, flags).unwrap();
+        for (_, conn) in crate::fixture_dbs::fixture_databases() {
             let Ok(mut stmt) = conn.prepare("SELECT payload_json FROM runtime_events") else {
                 continue; // a fixture whose damage is the schema itself
             };
