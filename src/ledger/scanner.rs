@@ -507,10 +507,10 @@ impl Spine {
     }
 }
 
-/// A call whose arguments may still be hashed (it has no dispatch yet).
+/// A call that has no dispatch yet: Maka's canonical hash of its tool name and
+/// arguments, which the dispatch must carry (`None`: they do not hash).
 struct PendingCall {
-    name: JsStr,
-    args: Json,
+    args_hash: Option<String>,
 }
 
 /// A response that a later dispatch may still have to check.
@@ -718,6 +718,17 @@ impl ToolLedgerScanner {
     /// the event belongs to an invocation the scan already left; the event is then not
     /// scanned, and the scan cannot be trusted any more.
     pub fn push(&mut self, event: &RuntimeEvent) -> Result<(), ScanOrderError> {
+        self.push_with_args_hash(event, None)
+    }
+
+    /// [`ToolLedgerScanner::push`] of a function call whose
+    /// `canonical_tool_args_hash(name, args).ok()` is already known (`args_hash`: the
+    /// scan computes it on the thread that decodes the event); `None` computes it here.
+    pub fn push_with_args_hash(
+        &mut self,
+        event: &RuntimeEvent,
+        args_hash: Option<Option<String>>,
+    ) -> Result<(), ScanOrderError> {
         self.enter_invocation(event)?;
 
         if !self.options.assume_unique_event_ids {
@@ -739,7 +750,7 @@ impl ToolLedgerScanner {
         }
         match lane {
             Lane::Ordinary => {}
-            Lane::FunctionCall => self.scan_call(event, spine),
+            Lane::FunctionCall => self.scan_call(event, spine, args_hash),
             Lane::ToolDispatch => self.scan_dispatch(event, spine),
             Lane::FunctionResponse => self.scan_response(event, spine),
             Lane::ReconcileResult | Lane::RecoveryDecision => self.scan_recovery(event, lane),
@@ -845,9 +856,12 @@ impl ToolLedgerScanner {
             .expect("push enters the event's invocation first")
     }
 
-    fn scan_call(&mut self, event: &RuntimeEvent, spine: Spine) {
+    fn scan_call(&mut self, event: &RuntimeEvent, spine: Spine, args_hash: Option<Option<String>>) {
         let Some(Content::FunctionCall { id, name, args, .. }) = &event.content else {
             return;
+        };
+        let pending = || PendingCall {
+            args_hash: args_hash.unwrap_or_else(|| canonical_tool_args_hash(name, args).ok()),
         };
         if let Some(&index) = self.state().by_tool_call.get(id) {
             let op = self.op(index);
@@ -870,11 +884,8 @@ impl ToolLedgerScanner {
             let name_differs = *op.tool_name != *name;
             let operation_id = truthy(&op.operation_id);
             if op.dispatch.is_none() {
-                let pending = self.state().pending.entry(index).or_default();
-                pending.call = Some(PendingCall {
-                    name: name.clone(),
-                    args: args.clone(),
-                });
+                let call = pending();
+                self.state().pending.entry(index).or_default().call = Some(call);
             }
             if name_differs {
                 self.add_issue(
@@ -892,10 +903,7 @@ impl ToolLedgerScanner {
         op.call_event_id = Some(event.id.clone());
         let state = self.state();
         state.by_tool_call.insert(id.clone(), index);
-        state.pending.entry(index).or_default().call = Some(PendingCall {
-            name: name.clone(),
-            args: args.clone(),
-        });
+        state.pending.entry(index).or_default().call = Some(pending());
     }
 
     fn scan_dispatch(&mut self, event: &RuntimeEvent, spine: Spine) {
@@ -996,8 +1004,8 @@ impl ToolLedgerScanner {
             let hash = pending
                 .call
                 .as_ref()
-                .and_then(|call| canonical_tool_args_hash(&call.name, &call.args).ok());
-            if hash.is_none_or(|h| dispatch.canonical_args_hash != *h.as_str()) {
+                .and_then(|call| call.args_hash.as_deref());
+            if hash.is_none_or(|h| dispatch.canonical_args_hash != *h) {
                 self.add_issue(
                     Some(index),
                     IssueCode::CanonicalArgsHashConflict,

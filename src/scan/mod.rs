@@ -30,7 +30,7 @@ use crate::db::{
     lossy, DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
     StoredOperationKey,
 };
-use crate::event::{decode_event_text, RuntimeEvent};
+use crate::event::{decode_event_text, Content, RuntimeEvent};
 use crate::findings::Finding;
 use crate::header::{decode_header_as, HeaderFacts, RunHeader};
 use crate::json::JsStr;
@@ -501,7 +501,7 @@ impl Walker {
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
         let decoded = decode_row_as(row, &self.rules.decoder);
-        self.push_decoded(row, decoded.as_ref().map_err(String::as_str), store)
+        self.push_decoded(row, decoded.as_ref().map_err(String::as_str), None, store)
     }
 
     /// Feeds a batch whose rows were decoded with [`EventBatch::decode`] (possibly on
@@ -516,7 +516,13 @@ impl Walker {
     ) -> Result<(), DbError> {
         debug_assert_eq!(batch.decoded.len(), batch.rows.len());
         for (i, d) in batch.decoded.iter().enumerate() {
-            self.push_decoded(&batch.row(i), d.as_ref().map_err(String::as_str), store)?;
+            let args_hash = batch.args_hashes[i].take();
+            self.push_decoded(
+                &batch.row(i),
+                d.as_ref().map_err(String::as_str),
+                args_hash,
+                store,
+            )?;
         }
         batch.text.clear();
         batch.payloads.clear();
@@ -524,10 +530,12 @@ impl Walker {
         Ok(())
     }
 
+    /// `args_hash`: see [`ToolLedgerScanner::push_with_args_hash`].
     fn push_decoded(
         &mut self,
         row: &EventRowRef<'_>,
         decoded: Result<&RuntimeEvent, &str>,
+        args_hash: Option<Option<String>>,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
         self.events += 1;
@@ -570,7 +578,7 @@ impl Walker {
                     self.inv_commits.insert(id.to_owned(), row.committed_at);
                 }
                 // Rows arrive in store order, so the scanner's order check cannot fail.
-                let pushed = self.scanner.push(event);
+                let pushed = self.scanner.push_with_args_hash(event, args_hash);
                 debug_assert!(pushed.is_ok());
             }
         }
@@ -961,6 +969,9 @@ pub struct EventBatch {
     payloads: Vec<u8>,
     rows: Vec<BatchRow>,
     decoded: Vec<Result<RuntimeEvent, String>>,
+    /// Per decoded function call, its canonical args hash, computed where it is decoded
+    /// (the walk's thread is the busier one).
+    args_hashes: Vec<Option<Option<String>>>,
 }
 
 /// One row of an [`EventBatch`]: where its fields end in the buffers.
@@ -1018,6 +1029,7 @@ impl EventBatch {
     /// Decodes every row, as [`Walker::push_row`] would under the same rules.
     pub fn decode(&mut self, rules: &DecoderRules) {
         self.decoded.clear();
+        self.args_hashes.clear();
         for i in 0..self.rows.len() {
             let from = if i == 0 {
                 0
@@ -1028,6 +1040,13 @@ impl EventBatch {
             let mut row = self.row(i);
             row.payload_json = payload;
             let d = decode_row_as(&row, rules);
+            self.args_hashes.push(match &d {
+                Ok(RuntimeEvent {
+                    content: Some(Content::FunctionCall { name, args, .. }),
+                    ..
+                }) => Some(crate::args_hash::canonical_tool_args_hash(name, args).ok()),
+                _ => None,
+            });
             self.decoded.push(d);
         }
     }
