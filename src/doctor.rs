@@ -284,7 +284,7 @@ impl ScanStore for Store<'_> {
     fn projection_matches(
         &mut self,
         op: &crate::ledger::scanner::Operation,
-        commits: &std::collections::HashMap<String, i64>,
+        commits: &crate::fast_hash::HashMap<String, i64>,
     ) -> bool {
         self.digests
             .as_ref()

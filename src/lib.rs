@@ -19,6 +19,7 @@ pub mod diagnosis;
 pub mod doctor;
 pub mod event;
 pub mod expect;
+pub mod fast_hash;
 pub mod finalize;
 pub mod findings;
 #[cfg(test)]

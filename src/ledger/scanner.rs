@@ -16,7 +16,7 @@
 //!
 //! Pure: no I/O.
 
-use std::collections::{HashMap, HashSet};
+use crate::fast_hash::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
@@ -541,8 +541,8 @@ impl InvocationState {
     fn new(invocation_id: &JsStr) -> Self {
         InvocationState {
             invocation_id: invocation_id.clone(),
-            by_tool_call: HashMap::new(),
-            pending: HashMap::new(),
+            by_tool_call: HashMap::default(),
+            pending: HashMap::default(),
         }
     }
 }
@@ -603,12 +603,12 @@ impl ToolLedgerScanner {
             ops_base: 0,
             closed: Vec::new(),
             late: Vec::new(),
-            seen_event_ids: HashSet::new(),
-            spines: HashMap::new(),
-            interned: HashSet::new(),
+            seen_event_ids: HashSet::default(),
+            spines: HashMap::default(),
+            interned: HashSet::default(),
             by_operation: OpIds::default(),
             current: None,
-            parked: HashMap::new(),
+            parked: HashMap::default(),
             last_invocation: None,
         }
     }

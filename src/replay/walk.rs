@@ -16,7 +16,7 @@ pub struct WalkParts {
     pub decode_failures: Vec<DecodeFailure>,
     pub seq_findings: Vec<Finding>,
     /// `committed_at` of every tool-bearing row, for the projection rebuild.
-    pub tool_commits: HashMap<String, i64>,
+    pub tool_commits: crate::fast_hash::HashMap<String, i64>,
 }
 
 /// Walks `rows` (in `invocation_id, event_seq, event_id` order).
@@ -28,7 +28,7 @@ pub fn walk(rows: &[EventRow]) -> WalkParts {
         runs: HashMap::new(),
         decode_failures: Vec::new(),
         seq_findings: Vec::new(),
-        tool_commits: HashMap::new(),
+        tool_commits: Default::default(),
     };
     let mut current: Option<&str> = None;
     let mut expected = 1i64;

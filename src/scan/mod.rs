@@ -24,7 +24,9 @@ pub mod runs;
 
 pub use report::*;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use crate::fast_hash::{HashMap, HashSet};
 
 use crate::db::{
     lossy, DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
@@ -433,9 +435,9 @@ impl Walker {
             current_invocation: None,
             expected_seq: 1,
             inv_runs: Vec::new(),
-            inv_commits: HashMap::new(),
+            inv_commits: HashMap::default(),
             run_hasher: crate::hash128::Keyed128::random(),
-            closed_runs: HashSet::new(),
+            closed_runs: HashSet::default(),
             split_runs: BTreeSet::new(),
             headers_found: 0,
             event_hasher: crate::hash128::Keyed128::random(),
@@ -780,8 +782,8 @@ impl Walker {
         }
         // Operations reached after their invocation ended.
         let late = self.scanner.take_late_touches();
-        let mut not_expected: HashSet<JsStr> = HashSet::new();
-        let mut not_unsettled: HashSet<JsStr> = HashSet::new();
+        let mut not_expected: HashSet<JsStr> = HashSet::default();
+        let mut not_unsettled: HashSet<JsStr> = HashSet::default();
         for t in &late {
             match t {
                 LateTouch::Issue { operation_id, .. } => {

@@ -2,9 +2,9 @@
 //! comparison of the stored tool projections with a rebuild from the log (Maka's
 //! `rebuildToolProjectionsFromRuntimeEvents`, which keeps dispatched operations only).
 
+use crate::fast_hash::{HashMap, HashSet};
 use crate::hash128::Keyed128;
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
 use serde::Serialize;
@@ -504,7 +504,7 @@ pub fn projection_diffs(
         .iter()
         .map(|r| (r.operation_id.as_str(), r))
         .collect();
-    let mut journal_by_op: HashMap<&str, Vec<JournalRow>> = HashMap::new();
+    let mut journal_by_op: HashMap<&str, Vec<JournalRow>> = HashMap::default();
     for j in stored_journal {
         journal_by_op
             .entry(j.operation_id.as_str())
@@ -516,9 +516,9 @@ pub fn projection_diffs(
         .iter()
         .filter_map(|i| i.operation_id.as_ref().map(ToString::to_string))
         .collect();
-    let mut expected: HashSet<String> = HashSet::new();
+    let mut expected: HashSet<String> = HashSet::default();
     let mut skipped: HashSet<String> = named.clone();
-    let mut session_of_run: HashMap<String, String> = HashMap::new();
+    let mut session_of_run: HashMap<String, String> = HashMap::default();
     let mut out = Vec::new();
     for op in &scan.operations {
         session_of_run.insert(op.run_id.to_string(), op.session_id.to_string());
@@ -765,7 +765,7 @@ impl StoredDigests {
     pub fn new() -> StoredDigests {
         StoredDigests {
             hasher: Keyed128::random(),
-            sums: HashMap::new(),
+            sums: HashMap::default(),
         }
     }
 
@@ -773,7 +773,7 @@ impl StoredDigests {
     pub fn with_capacity(n: usize) -> StoredDigests {
         StoredDigests {
             hasher: Keyed128::random(),
-            sums: HashMap::with_capacity(n),
+            sums: HashMap::with_capacity_and_hasher(n, Default::default()),
         }
     }
 
