@@ -279,7 +279,7 @@ pub fn read_deletion_counts(
 /// session, over all the clauses that reach it. The two tool tables, whose event
 /// columns have no index (so SQLite reads them whole for every session), are counted
 /// for all the sessions in one pass each when Maka's purge clause is the only one that
-/// reaches them ([`ToolTableCounts`]).
+/// reaches them (`ToolTableCounts`).
 pub fn read_deletion_counts_of(
     c: &Connection,
     sessions: &[String],
@@ -953,7 +953,7 @@ impl super::Workspace {
         read_deletion_counts(self.conn(), session).map_err(|e| self.err(&e))
     }
 
-    /// [`Workspace::deletion_counts`] of each of `sessions`, in their order (cheaper
+    /// [`Self::deletion_counts`] of each of `sessions`, in their order (cheaper
     /// than one call each: the tool tables are read once for all of them).
     pub fn deletion_counts_of(
         &self,

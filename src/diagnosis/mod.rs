@@ -218,7 +218,7 @@ pub struct Input<'a> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Latch {
     Transient,
-    /// "Tool ledger transition rejected: <code> at <id>" (ambiguous before v0.1.6:
+    /// "Tool ledger transition rejected: `<code>` at `<id>`" (ambiguous before v0.1.6:
     /// decided by whether the event is in the file).
     Rejected {
         code: String,

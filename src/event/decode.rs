@@ -9,6 +9,7 @@
 //! Error details name the first offending path, e.g.
 //! `actions.toolDispatch.recoveryMode: expected one of "replay_safe", ...`.
 
+use super::direct::Keep;
 use super::{
     Actions, Author, Content, EventStatus, ModelVisibility, Origin, RecoveryMode, Refs, Role,
     RowIdentity, RuntimeEvent, ToolDispatch, ToolRecovery,
@@ -36,7 +37,17 @@ pub fn decode_event(value: Json) -> Result<RuntimeEvent, DecodeError> {
 pub fn decode_event_text(text: &str) -> Result<RuntimeEvent, DecodeError> {
     // Most payloads are plain enough to read in place (see `direct`); the rest, and
     // every error, take the exact path.
-    if let Some(event) = super::direct::decode_plain(text) {
+    if let Some(event) = super::direct::decode_plain(text, Keep::All) {
+        return Ok(event);
+    }
+    decode_event_text_exact(text)
+}
+
+/// [`decode_event_text`] for the scan's walk: the same verdict, and the same event but
+/// for the values the walk does not read, when it is read in place: a plain
+/// `actions.tokenUsage` is checked where it stands and kept as `null`.
+pub fn decode_event_text_for_walk(text: &str) -> Result<RuntimeEvent, DecodeError> {
+    if let Some(event) = super::direct::decode_plain(text, Keep::ForWalk) {
         return Ok(event);
     }
     decode_event_text_exact(text)
@@ -819,7 +830,7 @@ fn check_inline_references_match(refs: &[Json], text: &JsStr) -> V<()> {
 // ---------------------------------------------------------------------------------
 
 #[derive(Clone, Copy)]
-enum Ty {
+pub(super) enum Ty {
     /// Presence only.
     Any,
     Str,
@@ -839,14 +850,18 @@ enum Ty {
     /// An object whose values are all finite numbers.
     StrNumRecord,
     Sha256,
+    /// A closed record of these fields.
+    Record(&'static [F]),
+    /// An array of closed records of these fields.
+    Records(&'static [F]),
     Check(fn(&Json) -> V<()>),
 }
 
 /// A field of a closed record: name, required, type.
 #[derive(Clone, Copy)]
-struct F(&'static str, bool, Ty);
+pub(super) struct F(pub(super) &'static str, pub(super) bool, pub(super) Ty);
 
-fn check_ty(v: &Json, ty: Ty) -> V<()> {
+pub(super) fn check_ty(v: &Json, ty: Ty) -> V<()> {
     let ok = match ty {
         Ty::Any => true,
         Ty::Str => matches!(v, Json::String(_)),
@@ -888,13 +903,23 @@ fn check_ty(v: &Json, ty: Ty) -> V<()> {
             _ => false,
         },
         Ty::Sha256 => matches!(v, Json::String(s) if is_sha256_digest(s)),
+        Ty::Record(fields) => return check_closed(v, fields).map(|_| ()),
+        Ty::Records(fields) => {
+            let Json::Array(items) = v else {
+                return Err(expected("an array", v));
+            };
+            for (i, x) in items.iter().enumerate() {
+                check_closed(x, fields).map_err(|e| at_index(i, e))?;
+            }
+            return Ok(());
+        }
         Ty::Check(f) => return f(v),
     };
     if ok {
         return Ok(());
     }
     let what = match ty {
-        Ty::Any | Ty::Check(_) => "a value".to_string(),
+        Ty::Any | Ty::Check(_) | Ty::Record(_) | Ty::Records(_) => "a value".to_string(),
         Ty::Str => "a string".into(),
         Ty::NonEmptyStr => "a non-empty string".into(),
         Ty::Bool => "a boolean".into(),
@@ -1738,7 +1763,7 @@ const PREFIX_CHANGE_REASONS: &[&str] = &[
     "unknown",
 ];
 
-const TOKEN_USAGE_FIELDS: &[F] = &[
+pub(super) const TOKEN_USAGE_FIELDS: &[F] = &[
     F("input", true, Ty::Finite),
     F("output", true, Ty::Finite),
     F("cacheHitInput", false, Ty::Finite),
@@ -1766,12 +1791,8 @@ const TOKEN_USAGE_FIELDS: &[F] = &[
         false,
         Ty::Enum(PREFIX_CHANGE_REASONS),
     ),
-    F(
-        "promptSegments",
-        false,
-        Ty::Check(|x| check_array_of(x, check_prompt_segment)),
-    ),
-    F("contextBudget", false, Ty::Check(check_context_budget)),
+    F("promptSegments", false, Ty::Records(PROMPT_SEGMENT_FIELDS)),
+    F("contextBudget", false, Ty::Record(CONTEXT_BUDGET_FIELDS)),
     F("providerRequestTraceId", false, Ty::Str),
 ];
 
@@ -1779,30 +1800,24 @@ pub(super) fn check_token_usage(v: &Json) -> V<()> {
     check_closed(v, TOKEN_USAGE_FIELDS).map(|_| ())
 }
 
-fn check_prompt_segment(v: &Json) -> V<()> {
-    check_closed(
-        v,
-        &[
-            F(
-                "kind",
-                true,
-                Ty::Enum(&[
-                    "system_prompt",
-                    "tool_schema",
-                    "prior_history",
-                    "current_user",
-                    "turn_tail",
-                ]),
-            ),
-            F("chars", true, Ty::Finite),
-            F("estimatedTokens", true, Ty::Finite),
-            F("messageCount", false, Ty::Finite),
-            F("eventCount", false, Ty::Finite),
-            F("toolCount", false, Ty::Finite),
-        ],
-    )
-    .map(|_| ())
-}
+const PROMPT_SEGMENT_FIELDS: &[F] = &[
+    F(
+        "kind",
+        true,
+        Ty::Enum(&[
+            "system_prompt",
+            "tool_schema",
+            "prior_history",
+            "current_user",
+            "turn_tail",
+        ]),
+    ),
+    F("chars", true, Ty::Finite),
+    F("estimatedTokens", true, Ty::Finite),
+    F("messageCount", false, Ty::Finite),
+    F("eventCount", false, Ty::Finite),
+    F("toolCount", false, Ty::Finite),
+];
 
 fn check_compaction_decision(v: &Json) -> V<()> {
     const FIELDS: &[F] = &[
@@ -2010,10 +2025,6 @@ const CONTEXT_BUDGET_FIELDS: &[F] = &[
     F("historyRewriteResetReason", false, Ty::Str),
     F("historyRewriteGate", false, Ty::Str),
 ];
-
-fn check_context_budget(v: &Json) -> V<()> {
-    check_closed(v, CONTEXT_BUDGET_FIELDS).map(|_| ())
-}
 
 // ----- additional permission profile -----
 

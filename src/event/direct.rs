@@ -11,18 +11,34 @@
 //! the exact decoder refuses) makes it give up, and the caller decodes the text the
 //! exact way, which also words the error. Where it accepts, the event is the one the
 //! exact path builds (tests compare both on every fixture payload and on mutations).
+//!
+//! The scan's walk asks for less ([`Keep::ForWalk`]): `actions.tokenUsage`, which it
+//! reads only for being there, is checked in place against the exact decoder's own
+//! field table (the same `Ty` rules, read from the text) and kept as `null`.
 //! Pure: no I/O.
 
 use super::decode::{
     check_answer_accepted, check_continuation_start, check_permission_decision,
     check_permission_request, check_runtime_protocol, check_token_usage,
     check_user_question_request, check_workspace_fact, decode_actions, decode_content,
-    decode_tool_recovery, is_safe_integer, is_sha256_digest, ACTION_KEYS, AUTHORS, ENVELOPE_KEYS,
-    ORIGINS, RECOVERY_MODES, REF_KEYS, ROLES, STATUSES, TOOL_BOUNDARY_PROTOCOL_V1, VISIBILITIES,
+    decode_tool_recovery, is_safe_integer, is_sha256_digest, Ty, ACTION_KEYS, AUTHORS,
+    ENVELOPE_KEYS, F, ORIGINS, RECOVERY_MODES, REF_KEYS, ROLES, STATUSES, TOKEN_USAGE_FIELDS,
+    TOOL_BOUNDARY_PROTOCOL_V1, VISIBILITIES,
 };
 use super::{Actions, Content, Refs, RuntimeEvent, ToolDispatch};
-use crate::json::validate::{skip_number, skip_string, ws};
+use crate::json::validate::{skip_number, skip_string, skip_value, ws};
 use crate::json::{parse_value_at, JsObject, JsStr, Json};
+
+/// What the in-place decoder keeps of values nobody reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Keep {
+    /// Everything, as the exact decoder builds it.
+    All,
+    /// For the scan's walk, which reads only that `actions.tokenUsage` is there (for
+    /// the lane rules): that value is checked in place as Maka checks it and kept as
+    /// `null`: building its tree took a ninth of the decoding on the bench workspace.
+    ForWalk,
+}
 
 /// A cursor over one payload text; every step returns `None` to give up.
 struct Reader<'a> {
@@ -74,8 +90,29 @@ impl<'a> Reader<'a> {
     }
 
     fn member<T: Copy>(&mut self, domain: &[(&str, T)]) -> Option<T> {
-        let s = self.plain_str()?;
-        domain.iter().find(|(name, _)| *name == s).map(|(_, t)| *t)
+        let k = self.literal(domain.iter().map(|(name, _)| *name))?;
+        Some(domain[k].1)
+    }
+
+    /// The index of the name in `names` that the string at the cursor spells, without
+    /// escapes; `None` for any other string (an escape included) or no string. A name
+    /// has neither `"` nor `\\`, so its bytes then a `"` are the whole string: no
+    /// need to find the string's end first (most keys and enum values are short).
+    fn literal<'n>(&mut self, names: impl Iterator<Item = &'n str>) -> Option<usize> {
+        self.i = ws(self.b, self.i);
+        let rest = match self.b.get(self.i..) {
+            Some([b'"', rest @ ..]) => rest,
+            _ => return None,
+        };
+        for (k, name) in names.enumerate() {
+            let n = name.as_bytes();
+            if rest.get(n.len()) == Some(&b'"') && rest.starts_with(n) {
+                debug_assert!(!n.contains(&b'"') && !n.contains(&b'\\'));
+                self.i += n.len() + 2;
+                return Some(k);
+            }
+        }
+        None
     }
 
     /// A string, borrowed when it has no escapes, else decoded as the exact parser does.
@@ -98,6 +135,52 @@ impl<'a> Reader<'a> {
         self.value()?.into_object().ok()
     }
 
+    /// An array, each item read by `each`.
+    fn array(&mut self, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.byte(b'[')?;
+        self.i = ws(self.b, self.i);
+        if self.b.get(self.i) == Some(&b']') {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            each(self)?;
+            self.i = ws(self.b, self.i);
+            match self.b.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(b']') => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An object with any keys (without escapes), each value read by `each`.
+    fn members(&mut self, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.byte(b'{')?;
+        self.i = ws(self.b, self.i);
+        if self.b.get(self.i) == Some(&b'}') {
+            self.i += 1;
+            return Some(());
+        }
+        loop {
+            self.plain_str()?;
+            self.byte(b':')?;
+            each(self)?;
+            self.i = ws(self.b, self.i);
+            match self.b.get(self.i) {
+                Some(b',') => self.i += 1,
+                Some(b'}') => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
     /// A value read in place by `plain`, or else parsed and given to the exact
     /// decoder (`plain` gave up; its reading is undone).
     fn either<T>(
@@ -118,20 +201,29 @@ impl<'a> Reader<'a> {
     fn object(
         &mut self,
         keys: &[&str],
-        mut each: impl FnMut(&mut Self, usize) -> Option<()>,
+        each: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<u32> {
         debug_assert!(keys.len() <= 32);
+        let seen = self.object_of(|| keys.iter().copied(), each)?;
+        Some(seen as u32)
+    }
+
+    /// [`Reader::object`] for up to 128 keys, named by `names`.
+    fn object_of<'n, I: Iterator<Item = &'n str>>(
+        &mut self,
+        names: impl Fn() -> I,
+        mut each: impl FnMut(&mut Self, usize) -> Option<()>,
+    ) -> Option<u128> {
         self.byte(b'{')?;
-        let mut seen = 0u32;
+        let mut seen = 0u128;
         self.i = ws(self.b, self.i);
         if self.b.get(self.i) == Some(&b'}') {
             self.i += 1;
             return Some(seen);
         }
         loop {
-            let key = self.plain_str()?;
-            let k = keys.iter().position(|n| *n == key)?;
-            if seen & (1 << k) != 0 {
+            let k = self.literal(names())?;
+            if k >= 128 || seen & (1 << k) != 0 {
                 return None;
             }
             seen |= 1 << k;
@@ -152,7 +244,7 @@ impl<'a> Reader<'a> {
 
 /// The event the exact decoder would build from `text`, when `text` is plain enough to
 /// read in place; `None` when it is not (the caller then decodes it the exact way).
-pub(super) fn decode_plain(text: &str) -> Option<RuntimeEvent> {
+pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
     let mut r = Reader {
         text,
         b: text.as_bytes(),
@@ -191,7 +283,7 @@ pub(super) fn decode_plain(text: &str) -> Option<RuntimeEvent> {
             11 => model_visibility = Some(r.member(VISIBILITIES)?),
             12 => status = Some(r.member(STATUSES)?),
             13 => content = Some(r.either(plain_content, decode_content)?),
-            14 => actions = Some(r.either(plain_actions, decode_actions)?),
+            14 => actions = Some(r.either(|r| plain_actions(r, keep), decode_actions)?),
             15 => refs = Some(plain_refs(r)?),
             _ => return None,
         }
@@ -310,7 +402,7 @@ fn plain_content(r: &mut Reader<'_>) -> Option<Content> {
 
 /// `actions`: every member but `artifactDelta` and `permissionClosureAccepted` (left to
 /// the exact decoder); the records Maka only validates get the exact decoder's checks.
-fn plain_actions(r: &mut Reader<'_>) -> Option<Actions> {
+fn plain_actions(r: &mut Reader<'_>, keep: Keep) -> Option<Actions> {
     let mut a = Actions::default();
     r.object(&ACTION_KEYS, |r, k| {
         type Check = fn(&Json) -> Result<(), String>;
@@ -338,7 +430,15 @@ fn plain_actions(r: &mut Reader<'_>) -> Option<Actions> {
             }
             "transferToAgent" => a.transfer_to_agent = Some(JsStr::new(r.plain_str()?)),
             "endInvocation" => a.end_invocation = Some(r.boolean()?),
-            "tokenUsage" => a.token_usage = Some(kept(r, check_token_usage)?),
+            "tokenUsage" => {
+                a.token_usage = Some(match keep {
+                    Keep::All => kept(r, check_token_usage)?,
+                    Keep::ForWalk => {
+                        checked(r, Ty::Record(TOKEN_USAGE_FIELDS))?;
+                        Json::Null
+                    }
+                });
+            }
             "toolDispatch" => a.tool_dispatch = Some(plain_dispatch(r)?),
             "toolRecovery" => a.tool_recovery = Some(decode_tool_recovery(r.value()?).ok()?),
             "runtimeProtocol" => a.runtime_protocol = Some(kept(r, check_runtime_protocol)?),
@@ -351,6 +451,53 @@ fn plain_actions(r: &mut Reader<'_>) -> Option<Actions> {
         Some(())
     })?;
     Some(a)
+}
+
+/// Checks the value at the cursor as the exact decoder's table-driven check of `ty`
+/// does, without building it; `None` to give up (anything unusual, and the types not
+/// read in place: a digest, a hand-written check).
+fn checked(r: &mut Reader<'_>, ty: Ty) -> Option<()> {
+    r.i = ws(r.b, r.i);
+    let number = |r: &mut Reader<'_>, ok: fn(f64) -> bool| r.number().filter(|n| ok(*n));
+    match ty {
+        Ty::Any => r.i = skip_value(r.b, r.i)?,
+        Ty::Str => r.i = skip_string(r.b, r.i)?.0,
+        // Any escape decodes to at least one code unit: empty means `""`.
+        Ty::NonEmptyStr => match skip_string(r.b, r.i)? {
+            (end, _) if end > r.i + 2 => r.i = end,
+            _ => return None,
+        },
+        Ty::Bool => drop(r.boolean()?),
+        Ty::True => r.boolean()?.then_some(())?,
+        Ty::Finite => drop(number(r, f64::is_finite)?),
+        Ty::SafeIntNonNeg => drop(number(r, |n| is_safe_integer(n) && n >= 0.0)?),
+        Ty::SafeIntPos => drop(number(r, |n| is_safe_integer(n) && n > 0.0)?),
+        Ty::One => drop(number(r, |n| n == 1.0)?),
+        Ty::Zero => drop(number(r, |n| n == 0.0)?),
+        Ty::Enum(names) => drop(r.literal(names.iter().copied())?),
+        Ty::StrArray => r.array(|r| checked(r, Ty::Str))?,
+        // Every member's value is checked, a repeated key's too: stricter than the
+        // last one winning, so at worst the exact decoder is asked.
+        Ty::StrNumRecord => r.members(|r| checked(r, Ty::Finite))?,
+        Ty::Record(fields) => closed(r, fields)?,
+        Ty::Records(fields) => r.array(|r| closed(r, fields))?,
+        Ty::Sha256 | Ty::Check(_) => return None,
+    }
+    Some(())
+}
+
+/// A closed record of `fields`, checked in place: known keys, each once, the required
+/// ones all there, every value of its type.
+fn closed(r: &mut Reader<'_>, fields: &[F]) -> Option<()> {
+    if fields.len() > 128 {
+        return None;
+    }
+    let seen = r.object_of(
+        || fields.iter().map(|f| f.0),
+        |r, k| checked(r, fields[k].2),
+    )?;
+    let required = |k: usize| !fields[k].1 || seen & (1 << k) != 0;
+    (0..fields.len()).all(required).then_some(())
 }
 
 /// `actions.toolDispatch`: six required members, all strings.
@@ -423,8 +570,40 @@ fn plain_refs(r: &mut Reader<'_>) -> Option<Refs> {
 
 #[cfg(test)]
 mod tests {
-    use super::decode_plain;
-    use crate::event::decode_event_text_exact;
+    use super::{checked, decode_plain, Keep, Reader};
+    use crate::event::decode::{check_ty, Ty, TOKEN_USAGE_FIELDS};
+    use crate::event::{decode_event_text_exact, RuntimeEvent};
+    use crate::json::Json;
+
+    /// The exact decoder's event as the walk's decode keeps it.
+    fn for_walk(mut e: RuntimeEvent) -> RuntimeEvent {
+        if let Some(a) = e.actions.as_mut() {
+            if a.token_usage.is_some() {
+                a.token_usage = Some(Json::Null);
+            }
+        }
+        e
+    }
+
+    /// Both in-place modes against the exact decoder on one text: whatever either
+    /// accepts, the exact decoder accepts, as the same event (but for the values the
+    /// walk's mode empties; where it gave up on one, `actions` came from the exact
+    /// decoder, whole). Returns whether the walk's mode checked a token usage in place.
+    fn agree(text: &str) -> bool {
+        let exact = decode_event_text_exact(text);
+        if let Some(e) = decode_plain(text, Keep::All) {
+            assert_eq!(exact.as_ref(), Ok(&e), "{text}");
+        }
+        let walk = decode_plain(text, Keep::ForWalk);
+        if let Some(w) = &walk {
+            assert_eq!(
+                exact.clone().map(for_walk),
+                Ok(for_walk(w.clone())),
+                "{text}"
+            );
+        }
+        walk.and_then(|w| w.actions?.token_usage) == Some(Json::Null)
+    }
 
     /// Every payload Maka wrote in the fixtures (all releases) and every decode vector.
     fn payloads() -> Vec<String> {
@@ -458,18 +637,19 @@ mod tests {
         for p in &payloads {
             let exact = decode_event_text_exact(p);
             decodable += usize::from(exact.is_ok());
-            if let Some(e) = decode_plain(p) {
+            if let Some(e) = decode_plain(p, Keep::All) {
                 accepted += 1;
                 assert_eq!(exact.as_ref(), Ok(&e), "{p}");
             }
+            agree(p);
             for _ in 0..40 {
                 let Some(m) = damage.mutate(p) else {
                     continue;
                 };
-                match decode_plain(&m) {
-                    Some(e) => assert_eq!(decode_event_text_exact(&m), Ok(e), "{m}"),
-                    None => declined += 1,
+                if decode_plain(&m, Keep::All).is_none() {
+                    declined += 1;
                 }
+                agree(&m);
             }
         }
         // The in-place path is the usual one, and most damage sends it to the exact one.
@@ -485,15 +665,15 @@ mod tests {
         const OK: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
             "turnId":"t1","ts":17,"partial":false,"role":"model","author":"agent",
             "refs":{"toolCallId":"c1"},"content":{"kind":"thinking","text":"hm"}}"#;
-        let plain = decode_plain(OK).expect("plain");
+        let plain = decode_plain(OK, Keep::All).expect("plain");
         assert_eq!(decode_event_text_exact(OK), Ok(plain.clone()));
         // A repeated key takes its last value in `JSON.parse`: left to the exact path.
         let repeated = OK.replace(r#""ts":17"#, r#""ts":"x","ts":17"#);
-        assert_eq!(decode_plain(&repeated), None);
+        assert_eq!(decode_plain(&repeated, Keep::All), None);
         assert_eq!(decode_event_text_exact(&repeated), Ok(plain.clone()));
         // An escape in an id.
         let escaped = OK.replace(r#""s1""#, r#""s\u0031""#);
-        assert_eq!(decode_plain(&escaped), None);
+        assert_eq!(decode_plain(&escaped, Keep::All), None);
         assert_eq!(decode_event_text_exact(&escaped), Ok(plain));
         // Refused either way: unknown key, empty id, bad enum, trailing text, bad refs.
         for bad in [
@@ -508,7 +688,7 @@ mod tests {
                 r#""refs":{"sourceMessageDigest":"sha256:0","#,
             ),
         ] {
-            assert_eq!(decode_plain(&bad), None, "{bad}");
+            assert_eq!(decode_plain(&bad, Keep::All), None, "{bad}");
             assert!(decode_event_text_exact(&bad).is_err(), "{bad}");
         }
     }
@@ -518,7 +698,7 @@ mod tests {
         const TEXT: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
             "turnId":"t1","ts":17,"partial":false,"role":"user","author":"user",
             "content":{"kind":"text","text":"a\nb \"c\" \ud800"}}"#;
-        let read = |v: &str| (decode_plain(v), decode_event_text_exact(v));
+        let read = |v: &str| (decode_plain(v, Keep::All), decode_event_text_exact(v));
         // Escapes in the text (a lone surrogate too) are decoded, not given up on.
         let (plain, exact) = read(TEXT);
         assert!(plain.is_some());
@@ -568,7 +748,7 @@ mod tests {
             "actions":{"stateDelta":{"k":1},"toolDispatch":{"canonicalArgsHash":"h",
             "operationId":"op","protocol":"t1_after_preflight_v1","providerToolCallId":"c1",
             "recoveryMode":"replay_safe","toolName":"Read"}}}"#;
-        assert!(decode_plain(CALL).is_some());
+        assert!(decode_plain(CALL, Keep::All).is_some());
         let variants = [
             // Keys of another kind, a missing required key, wrong types.
             CALL.replace(r#""name":"Read"}"#, r#""name":"Read","text":"x"}"#),
@@ -619,7 +799,7 @@ mod tests {
         for v in &variants {
             let exact = decode_event_text_exact(v);
             // Declined ones are the exact decoder's to accept or refuse.
-            if let Some(e) = decode_plain(v) {
+            if let Some(e) = decode_plain(v, Keep::All) {
                 accepted += 1;
                 assert_eq!(exact, Ok(e), "{v}");
             }
@@ -633,5 +813,146 @@ mod tests {
                 variants[bad]
             );
         }
+    }
+
+    const USAGE: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
+        "turnId":"t1","ts":17,"partial":false,"role":"system","author":"system",
+        "actions":{"tokenUsage":{"input":3600,"output":192,"cacheMissInputSource":"explicit",
+        "prefixChangeReason":"stable","prefixHash":"sha256:2","promptSegments":[
+        {"chars":0,"estimatedTokens":0,"kind":"system_prompt"},
+        {"chars":638,"estimatedTokens":160,"kind":"tool_schema","toolCount":3}],
+        "contextBudget":{"enabled":true,"estimatedTokensBefore":1,"estimatedTokensAfter":1,
+        "keptTurns":1,"droppedTurns":0,"keptEvents":2,"droppedEvents":0,
+        "archivePlaceholderReasonCounts":{"a":1,"b":2.5}},"total":3792}}}"#;
+
+    #[test]
+    fn token_usage_is_checked_in_place_for_the_walk_as_maka_checks_it() {
+        // Maka's record, plain: read in place, and kept as `null` for the walk only.
+        assert!(agree(USAGE));
+        let walk = decode_plain(USAGE, Keep::ForWalk).unwrap();
+        assert_eq!(walk.actions.unwrap().token_usage, Some(Json::Null));
+        let all = decode_plain(USAGE, Keep::All).unwrap();
+        assert!(all
+            .actions
+            .unwrap()
+            .token_usage
+            .unwrap()
+            .as_object()
+            .is_some());
+        let variants = [
+            // Refused by Maka: a missing required member, an unknown one, wrong types,
+            // a value outside its enum, a bad segment, a bad budget.
+            (r#""input":3600,"#, ""),
+            (r#""total":3792"#, r#""total":3792,"extra":1"#),
+            (r#""output":192"#, r#""output":"192""#),
+            (r#""total":3792"#, r#""total":1e400"#),
+            (r#""explicit""#, r#""implicit""#),
+            (r#""kind":"system_prompt""#, r#""kind":"other""#),
+            (r#""chars":0,"#, ""),
+            (r#""toolCount":3"#, r#""toolCount":3,"x":1"#),
+            (r#""enabled":true"#, r#""enabled":1"#),
+            (r#""keptTurns":1,"#, ""),
+            (r#""b":2.5"#, r#""b":"2.5""#),
+            (r#""promptSegments":["#, r#""promptSegments":[1,"#),
+            (r#""prefixHash":"sha256:2""#, r#""prefixHash":2"#),
+            // Accepted by Maka, but not read in place: an escape in an enum value, a
+            // repeated key (the last one wins), an escaped key.
+            (r#""stable""#, r#""st\u0061ble""#),
+            (r#""total":3792"#, r#""total":"x","total":3792"#),
+            (r#""b":2.5"#, r#""b":"x","b":2.5"#),
+            (r#""total":3792"#, r#""tot\u0061l":3792"#),
+            // Accepted by Maka and read in place: other numbers, escapes in a free
+            // string, an empty array and record, white space.
+            (r#""total":3792"#, r#""total":-0.5e2"#),
+            (r#""prefixHash":"sha256:2""#, r#""prefixHash":"a\n\ud800""#),
+            (r#""promptSegments":["#, r#""promptSegments":[],"x":["#),
+            (r#""a":1,"b":2.5"#, ""),
+            (r#""output":192"#, " \"output\" :\n192 "),
+        ];
+        let mut read = 0;
+        let mut refused = 0;
+        for (from, to) in variants {
+            assert_eq!(USAGE.matches(from).count(), 1, "{from}");
+            let v = USAGE.replace(from, to);
+            read += usize::from(agree(&v));
+            refused += usize::from(decode_event_text_exact(&v).is_err());
+        }
+        // The `x` key of one variant is unknown: it is refused as well.
+        assert_eq!(refused, 14, "refused");
+        assert_eq!(read, 4, "read in place");
+    }
+
+    #[test]
+    fn each_type_is_checked_in_place_as_the_exact_check_does() {
+        let values = [
+            "null",
+            "true",
+            "false",
+            "0",
+            "-0",
+            "1",
+            "2",
+            "1.5",
+            "-3",
+            "1e400",
+            "9007199254740993",
+            r#""""#,
+            r#""a""#,
+            r#""\u0061""#,
+            r#""sha256:00""#,
+            r#""off""#,
+            "[]",
+            r#"["a","b"]"#,
+            r#"["a",1]"#,
+            "{}",
+            r#"{"a":1,"b":-2}"#,
+            r#"{"a":"1"}"#,
+            r#"{"a\u0062":1}"#,
+            r#"[{"kind":"x"}]"#,
+            "[1",
+            r#"{"a":1"#,
+            r#""tab	""#,
+        ];
+        const FIELDS: &[crate::event::decode::F] = &[
+            crate::event::decode::F("a", true, Ty::Finite),
+            crate::event::decode::F("b", false, Ty::Finite),
+        ];
+        let types = [
+            Ty::Any,
+            Ty::Str,
+            Ty::NonEmptyStr,
+            Ty::Bool,
+            Ty::True,
+            Ty::Finite,
+            Ty::SafeIntNonNeg,
+            Ty::SafeIntPos,
+            Ty::One,
+            Ty::Zero,
+            Ty::Enum(&["off", "a"]),
+            Ty::StrArray,
+            Ty::StrNumRecord,
+            Ty::Record(FIELDS),
+            Ty::Records(FIELDS),
+        ];
+        let mut read = 0;
+        for ty in types {
+            for v in values {
+                let mut r = Reader {
+                    text: v,
+                    b: v.as_bytes(),
+                    i: 0,
+                };
+                let exact = crate::json::parse(v).ok().map(|j| check_ty(&j, ty).is_ok());
+                if checked(&mut r, ty).is_some() && r.i == v.len() {
+                    read += 1;
+                    assert_eq!(exact, Some(true), "{v}");
+                } else if exact == Some(true) {
+                    // Given up: only for what the in-place reader leaves to the exact one.
+                    assert!(v.contains('\\') || v.contains("1e400"), "{v}");
+                }
+            }
+        }
+        assert!(read >= 40, "{read}");
+        let _ = TOKEN_USAGE_FIELDS;
     }
 }

@@ -10,7 +10,8 @@ mod direct;
 
 pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
 pub use decode::{
-    decode_event, decode_event_text, decode_event_text_exact, payload_identity_matches, DecodeError,
+    decode_event, decode_event_text, decode_event_text_exact, decode_event_text_for_walk,
+    payload_identity_matches, DecodeError,
 };
 
 use crate::json::{JsObject, JsStr, Json};
@@ -201,6 +202,8 @@ pub struct Actions {
     pub user_question_answer_accepted: Option<Json>,
     pub transfer_to_agent: Option<JsStr>,
     pub end_invocation: Option<bool>,
+    /// `null` in an event decoded for the scan's walk when it was checked in place
+    /// ([`decode_event_text_for_walk`]): there, only its presence is read.
     pub token_usage: Option<Json>,
     pub tool_dispatch: Option<ToolDispatch>,
     pub tool_recovery: Option<ToolRecovery>,

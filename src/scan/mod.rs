@@ -32,7 +32,9 @@ use crate::db::{
     lossy, DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
     StoredOperationKey,
 };
-use crate::event::{decode_event_text, Content, RuntimeEvent};
+use crate::event::{
+    decode_event_text, decode_event_text_for_walk, Content, DecodeError, RuntimeEvent,
+};
 use crate::findings::Finding;
 use crate::header::{decode_header_as, HeaderFacts, RunHeader};
 use crate::json::JsStr;
@@ -938,9 +940,10 @@ pub fn decode_row(row: &EventRow) -> Result<RuntimeEvent, String> {
     decode_row_ref(&row.borrowed())
 }
 
-/// [`decode_row`] under the decoder rules of the release that wrote the file.
+/// [`decode_row`] under the decoder rules of the release that wrote the file, for the
+/// walk (which does not read every value: see [`decode_event_text_for_walk`]).
 pub fn decode_row_as(row: &EventRowRef<'_>, rules: &DecoderRules) -> Result<RuntimeEvent, String> {
-    let event = decode_row_ref(row)?;
+    let event = decode_parts_with(decode_event_text_for_walk, row)?;
     match crate::release::compat::older_decoder_rejects(&row.payload_json, rules) {
         None => Ok(event),
         Some(e) => Err(e),
@@ -949,14 +952,26 @@ pub fn decode_row_as(row: &EventRowRef<'_>, rules: &DecoderRules) -> Result<Runt
 
 /// [`decode_row`] on borrowed columns.
 fn decode_row_ref(row: &EventRowRef<'_>) -> Result<RuntimeEvent, String> {
-    decode_parts(
-        &row.payload_json,
-        &row.event_id,
-        &row.session_id,
-        &row.invocation_id,
-        &row.run_id,
-        &row.turn_id,
-    )
+    decode_parts_with(decode_event_text, row)
+}
+
+fn decode_parts_with(
+    decode: fn(&str) -> Result<RuntimeEvent, DecodeError>,
+    row: &EventRowRef<'_>,
+) -> Result<RuntimeEvent, String> {
+    let event = decode(&row.payload_json).map_err(|e| e.to_string())?;
+    let matches = event.id == *row.event_id
+        && event.session_id == *row.session_id
+        && event.invocation_id == *row.invocation_id
+        && event.run_id == *row.run_id
+        && event.turn_id == *row.turn_id;
+    if !matches {
+        return Err(format!(
+            "RuntimeEvent row/payload identity mismatch for {}",
+            row.event_id
+        ));
+    }
+    Ok(event)
 }
 
 /// `runtime_events` rows copied out of SQLite into one buffer, so that their payloads
@@ -1074,28 +1089,6 @@ impl EventBatch {
             committed_at: r.committed_at,
         }
     }
-}
-
-pub fn decode_parts(
-    payload_json: &str,
-    event_id: &str,
-    session_id: &str,
-    invocation_id: &str,
-    run_id: &str,
-    turn_id: &str,
-) -> Result<RuntimeEvent, String> {
-    let event = decode_event_text(payload_json).map_err(|e| e.to_string())?;
-    let matches = event.id == *event_id
-        && event.session_id == *session_id
-        && event.invocation_id == *invocation_id
-        && event.run_id == *run_id
-        && event.turn_id == *turn_id;
-    if !matches {
-        return Err(format!(
-            "RuntimeEvent row/payload identity mismatch for {event_id}"
-        ));
-    }
-    Ok(event)
 }
 
 /// What the scan reads from the other tables up front.
