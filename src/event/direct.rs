@@ -910,6 +910,15 @@ mod tests {
         // The `x` key of one variant is unknown: it is refused as well.
         assert_eq!(refused, 14, "refused");
         assert_eq!(read, 4, "read in place");
+        // And byte-level damage anywhere in it.
+        let mut damage = crate::mutate::Mutator::new(0x9e37_79b9_7f4a_7c15);
+        let mut read = 0;
+        for _ in 0..3000 {
+            if let Some(m) = damage.mutate(USAGE) {
+                read += usize::from(agree(&m));
+            }
+        }
+        assert!(read > 200, "{read}");
     }
 
     #[test]
@@ -950,6 +959,12 @@ mod tests {
             );
         }
         assert_eq!(refused, 5);
+        let mut damage = crate::mutate::Mutator::new(0x2545_f491_4f6c_dd1d);
+        for _ in 0..3000 {
+            if let Some(m) = damage.mutate(RESPONSE) {
+                agree(&m);
+            }
+        }
     }
 
     #[test]
