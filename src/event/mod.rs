@@ -216,10 +216,23 @@ impl Actions {
     /// Names of the keys present, in a fixed order (for lane checks and messages).
     pub fn present_keys(&self) -> Vec<&'static str> {
         let mut keys = Vec::new();
+        self.each_present(|k| keys.push(k));
+        keys
+    }
+
+    /// Whether `stateDelta` is the only key present (`present_keys() == ["stateDelta"]`,
+    /// without building the list: asked of every tool call and response).
+    pub fn only_state_delta(&self) -> bool {
+        let mut n = 0;
+        self.each_present(|_| n += 1);
+        n == 1 && self.state_delta.is_some()
+    }
+
+    fn each_present(&self, mut key: impl FnMut(&'static str)) {
         macro_rules! k {
             ($f:ident, $name:literal) => {
                 if self.$f.is_some() {
-                    keys.push($name);
+                    key($name);
                 }
             };
         }
@@ -239,7 +252,6 @@ impl Actions {
         k!(runtime_protocol, "runtimeProtocol");
         k!(continuation_start, "continuationStart");
         k!(workspace_fact, "workspaceFact");
-        keys
     }
 }
 
@@ -334,4 +346,50 @@ pub fn row_identity_matches(event: &RuntimeEvent, row: &RowIdentity) -> bool {
         && event.invocation_id == *row.invocation_id.as_str()
         && event.run_id == *row.run_id.as_str()
         && event.turn_id == *row.turn_id.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Actions;
+    use crate::json::{JsObject, JsStr, Json};
+
+    #[test]
+    fn only_state_delta_is_the_key_list_being_state_delta() {
+        let delta = || Some(JsObject::new());
+        let cases = [
+            Actions::default(),
+            Actions {
+                state_delta: delta(),
+                ..Actions::default()
+            },
+            Actions {
+                state_delta: delta(),
+                end_invocation: Some(true),
+                ..Actions::default()
+            },
+            Actions {
+                state_delta: delta(),
+                workspace_fact: Some(Json::Null),
+                ..Actions::default()
+            },
+            Actions {
+                artifact_delta: delta(),
+                ..Actions::default()
+            },
+            Actions {
+                transfer_to_agent: Some(JsStr::new("a")),
+                ..Actions::default()
+            },
+        ];
+        let mut only = 0;
+        for a in &cases {
+            assert_eq!(
+                a.only_state_delta(),
+                a.present_keys() == ["stateDelta"],
+                "{a:?}"
+            );
+            only += usize::from(a.only_state_delta());
+        }
+        assert_eq!(only, 1);
+    }
 }

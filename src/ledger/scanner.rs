@@ -208,8 +208,9 @@ fn fits_lane_envelope(event: &RuntimeEvent, lane: Lane, dispatch_parent_refs: bo
         return false;
     }
     let system = event.role == Role::System && event.author == Author::System;
-    let action_keys = event.actions.as_ref().map(|a| a.present_keys());
-    let refs_keys = event.refs.as_ref().map(|r| r.present_keys());
+    // Listed only for the lanes that compare them (not for every call and response).
+    let action_keys = || event.actions.as_ref().map(|a| a.present_keys());
+    let refs_keys = || event.refs.as_ref().map(|r| r.present_keys());
     match lane {
         Lane::Ordinary => true,
         Lane::FunctionCall => {
@@ -219,9 +220,10 @@ fn fits_lane_envelope(event: &RuntimeEvent, lane: Lane, dispatch_parent_refs: bo
             event.role == Role::Tool && event.author == Author::Tool && response_actions_fit(event)
         }
         Lane::ToolDispatch => {
+            let refs_keys = refs_keys();
             event.content.is_none()
                 && system
-                && has_exactly(action_keys.as_deref(), &["toolDispatch"])
+                && has_exactly(action_keys().as_deref(), &["toolDispatch"])
                 && (has_exactly(refs_keys.as_deref(), &["operationId", "toolCallId"])
                     || dispatch_parent_refs
                         && has_exactly(
@@ -237,8 +239,8 @@ fn fits_lane_envelope(event: &RuntimeEvent, lane: Lane, dispatch_parent_refs: bo
         Lane::ReconcileResult | Lane::RecoveryDecision => {
             event.content.is_none()
                 && system
-                && has_exactly(action_keys.as_deref(), &["toolRecovery"])
-                && has_exactly(refs_keys.as_deref(), &["operationId", "toolCallId"])
+                && has_exactly(action_keys().as_deref(), &["toolRecovery"])
+                && has_exactly(refs_keys().as_deref(), &["operationId", "toolCallId"])
         }
     }
 }
@@ -256,7 +258,7 @@ fn call_actions_fit(event: &RuntimeEvent) -> bool {
     let Some(actions) = &event.actions else {
         return true;
     };
-    if actions.present_keys() != ["stateDelta"] {
+    if !actions.only_state_delta() {
         return false;
     }
     let Some(delta) = &actions.state_delta else {
@@ -274,7 +276,7 @@ fn response_actions_fit(event: &RuntimeEvent) -> bool {
     let Some(actions) = &event.actions else {
         return true;
     };
-    if actions.present_keys() != ["stateDelta"] {
+    if !actions.only_state_delta() {
         return false;
     }
     let Some(delta) = &actions.state_delta else {
