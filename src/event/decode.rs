@@ -45,7 +45,8 @@ pub fn decode_event_text(text: &str) -> Result<RuntimeEvent, DecodeError> {
 
 /// [`decode_event_text`] for the scan's walk: the same verdict, and the same event but
 /// for the values the walk does not read, when it is read in place: a plain
-/// `actions.tokenUsage` is checked where it stands and kept as `null`.
+/// `actions.tokenUsage`, and a function response's `result` and `providerOutput`, are
+/// checked where they stand and kept as `null`.
 pub fn decode_event_text_for_walk(text: &str) -> Result<RuntimeEvent, DecodeError> {
     if let Some(event) = super::direct::decode_plain(text, Keep::ForWalk) {
         return Ok(event);

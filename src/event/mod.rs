@@ -160,6 +160,8 @@ pub enum Content {
         provider_options: Option<JsObject>,
         provider_executed: Option<bool>,
     },
+    /// `result` and `provider_output` are `null` in an event decoded for the scan's
+    /// walk when they were checked in place ([`decode_event_text_for_walk`]).
     FunctionResponse {
         id: JsStr,
         name: JsStr,
