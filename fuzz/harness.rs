@@ -15,7 +15,8 @@ use wsledger::db::{
     StoredOperationKey,
 };
 use wsledger::event::{
-    decode_event_text, decode_event_text_exact, encode_canonical, event_kind, RuntimeEvent,
+    decode_event_text, decode_event_text_exact, decode_event_text_for_walk, encode_canonical,
+    event_kind, RuntimeEvent,
 };
 use wsledger::json::{parse, JsStr};
 use wsledger::ledger::scanner::scan_tool_ledger;
@@ -33,13 +34,19 @@ fn text(data: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(data)
 }
 
-/// `decode_event_text` on any input; whatever decodes has a canonical encoding that
-/// decodes again and is a fixed point.
+/// `decode_event_text` on any input (and the walk's decode, which must agree with it);
+/// whatever decodes has a canonical encoding that decodes again and is a fixed point.
 pub fn decode(data: &[u8]) {
     let text = text(data);
     // Reading in place never changes the answer (the event, or the error's words).
     let decoded = decode_event_text(&text);
     assert_eq!(decoded, decode_event_text_exact(&text), "{text}");
+    // The walk's decode gives the same answer, but for the values it leaves unread.
+    assert_eq!(
+        decode_event_text_for_walk(&text).map(RuntimeEvent::with_unread_emptied),
+        decoded.clone().map(RuntimeEvent::with_unread_emptied),
+        "{text}"
+    );
     let Ok(event) = decoded else {
         return;
     };

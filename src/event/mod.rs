@@ -350,6 +350,28 @@ pub fn row_identity_matches(event: &RuntimeEvent, row: &RowIdentity) -> bool {
         && event.turn_id == *row.turn_id.as_str()
 }
 
+impl RuntimeEvent {
+    /// This event with the values the scan's walk does not read set to `null`, as
+    /// [`decode_event_text_for_walk`] may leave them: what its answer is compared with.
+    pub fn with_unread_emptied(mut self) -> RuntimeEvent {
+        if let Some(usage) = self.actions.as_mut().and_then(|a| a.token_usage.as_mut()) {
+            *usage = Json::Null;
+        }
+        if let Some(Content::FunctionResponse {
+            result,
+            provider_output,
+            ..
+        }) = self.content.as_mut()
+        {
+            *result = Json::Null;
+            if let Some(output) = provider_output {
+                *output = Json::Null;
+            }
+        }
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Actions;
