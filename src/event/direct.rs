@@ -151,43 +151,38 @@ impl<'a> Reader<'a> {
     }
 
     /// An array, each item read by `each`.
-    fn array(&mut self, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.byte(b'[')?;
-        self.i = ws(self.b, self.i);
-        if self.b.get(self.i) == Some(&b']') {
-            self.i += 1;
-            return Some(());
-        }
-        loop {
-            each(self)?;
-            self.i = ws(self.b, self.i);
-            match self.b.get(self.i) {
-                Some(b',') => self.i += 1,
-                Some(b']') => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
-            }
-        }
+    fn array(&mut self, each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.sequence(b'[', b']', each)
     }
 
     /// An object with any keys (without escapes), each value read by `each`.
     fn members(&mut self, mut each: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.byte(b'{')?;
+        self.sequence(b'{', b'}', |r| {
+            r.plain_str()?;
+            r.byte(b':')?;
+            each(r)
+        })
+    }
+
+    /// `open`, then items read by `each` and separated by commas, then `close`.
+    fn sequence(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut each: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.byte(open)?;
         self.i = ws(self.b, self.i);
-        if self.b.get(self.i) == Some(&b'}') {
+        if self.b.get(self.i) == Some(&close) {
             self.i += 1;
             return Some(());
         }
         loop {
-            self.plain_str()?;
-            self.byte(b':')?;
             each(self)?;
             self.i = ws(self.b, self.i);
             match self.b.get(self.i) {
                 Some(b',') => self.i += 1,
-                Some(b'}') => {
+                Some(&c) if c == close => {
                     self.i += 1;
                     return Some(());
                 }
