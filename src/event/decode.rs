@@ -46,12 +46,13 @@ pub fn decode_event_text(text: &str) -> Result<RuntimeEvent, DecodeError> {
 /// [`decode_event_text`] for the scan's walk: the same verdict, and the same event but
 /// for the values the walk does not read, when it is read in place: a plain
 /// `actions.tokenUsage`, and a function response's `result` and `providerOutput`, are
-/// checked where they stand and kept as `null`.
-pub fn decode_event_text_for_walk(text: &str) -> Result<RuntimeEvent, DecodeError> {
+/// checked where they stand and kept as `null`. Boxed: an event is 1.2 KB, and the
+/// walk's events travel through several calls and a batch (each move a copy).
+pub fn decode_event_text_for_walk(text: &str) -> Result<Box<RuntimeEvent>, DecodeError> {
     if let Some(event) = super::direct::decode_plain(text, Keep::ForWalk) {
-        return Ok(event);
+        return Ok(Box::new(event));
     }
-    decode_event_text_exact(text)
+    decode_event_text_exact(text).map(Box::new)
 }
 
 /// [`decode_event_text`] through the whole `Json` tree, never in place.

@@ -24,6 +24,7 @@ pub mod runs;
 
 pub use report::*;
 
+use std::borrow::Borrow;
 use std::collections::BTreeSet;
 
 use crate::fast_hash::{HashMap, HashSet};
@@ -505,7 +506,7 @@ impl Walker {
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
         let decoded = decode_row_as(row, &self.rules.decoder);
-        self.push_decoded(row, decoded.as_ref().map_err(String::as_str), None, store)
+        self.push_decoded(row, decoded.as_deref().map_err(String::as_str), None, store)
     }
 
     /// Feeds a batch whose rows were decoded with [`EventBatch::decode`] (possibly on
@@ -523,7 +524,7 @@ impl Walker {
             let args_hash = batch.args_hashes[i].take();
             self.push_decoded(
                 &batch.row(i),
-                d.as_ref().map_err(String::as_str),
+                d.as_deref().map_err(String::as_str),
                 args_hash,
                 store,
             )?;
@@ -942,7 +943,10 @@ pub fn decode_row(row: &EventRow) -> Result<RuntimeEvent, String> {
 
 /// [`decode_row`] under the decoder rules of the release that wrote the file, for the
 /// walk (which does not read every value: see [`decode_event_text_for_walk`]).
-pub fn decode_row_as(row: &EventRowRef<'_>, rules: &DecoderRules) -> Result<RuntimeEvent, String> {
+pub fn decode_row_as(
+    row: &EventRowRef<'_>,
+    rules: &DecoderRules,
+) -> Result<Box<RuntimeEvent>, String> {
     let event = decode_parts_with(decode_event_text_for_walk, row)?;
     match crate::release::compat::older_decoder_rejects(&row.payload_json, rules) {
         None => Ok(event),
@@ -955,11 +959,12 @@ fn decode_row_ref(row: &EventRowRef<'_>) -> Result<RuntimeEvent, String> {
     decode_parts_with(decode_event_text, row)
 }
 
-fn decode_parts_with(
-    decode: fn(&str) -> Result<RuntimeEvent, DecodeError>,
+fn decode_parts_with<E: Borrow<RuntimeEvent>>(
+    decode: fn(&str) -> Result<E, DecodeError>,
     row: &EventRowRef<'_>,
-) -> Result<RuntimeEvent, String> {
-    let event = decode(&row.payload_json).map_err(|e| e.to_string())?;
+) -> Result<E, String> {
+    let decoded = decode(&row.payload_json).map_err(|e| e.to_string())?;
+    let event: &RuntimeEvent = decoded.borrow();
     let matches = event.id == *row.event_id
         && event.session_id == *row.session_id
         && event.invocation_id == *row.invocation_id
@@ -971,7 +976,7 @@ fn decode_parts_with(
             row.event_id
         ));
     }
-    Ok(event)
+    Ok(decoded)
 }
 
 /// `runtime_events` rows copied out of SQLite into one buffer, so that their payloads
@@ -985,7 +990,7 @@ pub struct EventBatch {
     text: String,
     payloads: Vec<u8>,
     rows: Vec<BatchRow>,
-    decoded: Vec<Result<RuntimeEvent, String>>,
+    decoded: Vec<Result<Box<RuntimeEvent>, String>>,
     /// Per decoded function call, its canonical args hash, computed where it is decoded
     /// (the walk's thread is the busier one).
     args_hashes: Vec<Option<Option<String>>>,
@@ -1057,7 +1062,7 @@ impl EventBatch {
             let mut row = self.row(i);
             row.payload_json = payload;
             let d = decode_row_as(&row, rules);
-            self.args_hashes.push(match &d {
+            self.args_hashes.push(match d.as_deref() {
                 Ok(RuntimeEvent {
                     content: Some(Content::FunctionCall { name, args, .. }),
                     ..
