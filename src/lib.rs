@@ -8,7 +8,8 @@
 //! - `diagnosis`: causes of stuck runs, damaged sessions and the ordered remedy, also
 //!   pure (the scan, the finalize plan and a few rows in, a diagnosis out).
 //! - `db`: the only module that names SQL (and the only writer, `db::write`).
-//! - `lock`: Maka's owner lock (the only `unsafe`, for `fcntl`/`getpwuid_r`).
+//! - `lock`: Maka's owner lock (`unsafe` for `fcntl`/`getpwuid_r`; the only other
+//!   `unsafe` is one line of `db::rows`, ASCII bytes taken as text).
 //! - `report`: renders values; `cli`: parses arguments and orchestrates.
 
 pub mod args_hash;
