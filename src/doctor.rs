@@ -581,9 +581,9 @@ pub fn scan_workspace_without(
     std::thread::scope(|scope| {
         let mut walker = Walker::new().keep_all_runs(opts.all_runs).with_rules(rules);
         // The twin reads the run headers (which the walk needs first), then checks the
-        // run events and reduces the ordinal rows (which the walk needs only at its
-        // end) while this thread reads the tool projections and walks. Should it not
-        // start, all of it happens here.
+        // run events, reduces the ordinal rows and checks the session headers (needed
+        // only at the walk's end) while this thread reads the tool projections and
+        // walks. Should it not start, all of it happens here.
         let (briefs_tx, briefs_rx) = std::sync::mpsc::channel();
         let hasher = walker.event_hasher();
         let beside = twin.and_then(|t| {
@@ -602,7 +602,12 @@ pub fn scan_workspace_without(
                     };
                     let ordinals =
                         OrdinalSummary::read(&hasher, |f| ordinals_of(&t, has_ordinals, gone, f))?;
-                    Ok((bad, ordinals))
+                    let sessions = if has_sessions {
+                        session_header_findings(&t, gone, &rules)?
+                    } else {
+                        Vec::new()
+                    };
+                    Ok((bad, ordinals, sessions))
                 })
                 .ok()
         });
@@ -645,19 +650,24 @@ pub fn scan_workspace_without(
         })?;
         let bad = match beside {
             Some(h) => {
-                let (bad, ordinals) = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                let (mut bad, ordinals, sessions) =
+                    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
                 store.ordinals = Some(ordinals);
+                bad.extend(sessions);
                 bad
             }
-            None if has_run_events => {
-                run_event_findings(ws, &gone, store.briefs.as_deref(), &rules.header)?
+            None => {
+                let mut bad = if has_run_events {
+                    run_event_findings(ws, &gone, store.briefs.as_deref(), &rules.header)?
+                } else {
+                    Vec::new()
+                };
+                if has_sessions {
+                    bad.extend(session_header_findings(ws, &gone, &rules)?);
+                }
+                bad
             }
-            None => Vec::new(),
         };
-        let mut bad = bad;
-        if has_sessions {
-            bad.extend(session_header_findings(ws, &gone, &rules)?);
-        }
         // Tests change the file here, under a read that is half done.
         crate::db::pause_point("scan:walked");
         let mut report = finish_scan(ws, opts, schema, excluded, walker, &mut store)?;

@@ -171,21 +171,17 @@ pub(crate) fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
     c.table_exists(Some("main"), name)
 }
 
-/// `tool_operations` rows whose call event is one of the run's events, for several runs
-/// in one statement (`?1`: a JSON array of `[session_id, run_id]`; the last column is
-/// the run's index in it), each run's rows in `invocation_id, operation_id` order.
-/// `tool_operations` has no index on `call_event_id`: a statement per run read the whole
-/// table once per run (a 1,000-run plan read it 2,000 times, plan and recheck), while
-/// one statement builds SQLite's automatic index on it once. `CROSS JOIN` pins the loop
-/// order: left free, the planner puts the operations outside and the run list inside.
 /// `tool_operations` whose call event is one of `?1` (a JSON array of event ids).
 /// `call_event_id` has no index: one pass over the table, each row checked against
 /// the list (SQLite builds it once). An automatic index would read the table too,
-/// and sort it besides.
+/// and sort it besides. `NOT INDEXED`: left free, the planner reads the table through
+/// its unique index, in `invocation_id` order, to spare sorting the few rows that
+/// match, and pays a seek per row for it (3x slower on the bench workspace, 2026-12-02).
 pub const OPERATIONS_OF_RUNS: &str = "SELECT o.operation_id, o.invocation_id, o.run_id, \
      o.turn_id, o.provider_tool_call_id, o.tool_name, o.canonical_args_hash, o.recovery_mode, \
      o.current_state, o.call_event_id, o.result_event_id, o.version, o.dispatch_event_id \
-     FROM tool_operations AS o WHERE o.call_event_id IN (SELECT value FROM json_each(?1)) \
+     FROM tool_operations AS o NOT INDEXED \
+     WHERE o.call_event_id IN (SELECT value FROM json_each(?1)) \
      ORDER BY o.invocation_id, o.operation_id";
 
 /// Every row of each run of `runs` (see [`RunRows`]), in the order given.
