@@ -61,6 +61,8 @@ struct Store<'a> {
     gone: &'a Exclusion,
     /// Digests of the stored projections, when usable (see `read_digests`).
     digests: Option<crate::scan::projection::StoredDigests>,
+    /// `tool_operations` rows with a `dispatch_event_id`, counted with the digests.
+    dispatched_rows: u64,
     /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable
     /// (shared with the run-event check).
     briefs: Option<Arc<HeaderBriefs>>,
@@ -130,8 +132,10 @@ impl Store<'_> {
         let mut d = crate::scan::projection::StoredDigests::with_capacity(operation_rows);
         let mut usable = true;
         if self.has_operations {
+            let dispatched = &mut self.dispatched_rows;
             self.ws.for_each_operation_row(|row, key_ok| {
                 usable &= key_ok;
+                *dispatched += u64::from(row.dispatch_event_id.is_some());
                 d.add_operation(row);
             })?;
         }
@@ -289,6 +293,9 @@ impl ScanStore for Store<'_> {
         self.digests
             .as_ref()
             .is_some_and(|d| d.matches(op, commits))
+    }
+    fn dispatched_rows(&self) -> Option<u64> {
+        self.digests.as_ref().map(|_| self.dispatched_rows)
     }
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError> {
         if !self.has_journal {
@@ -619,6 +626,7 @@ pub fn scan_workspace_without(
             has_ordinals,
             gone: &gone,
             digests: None,
+            dispatched_rows: 0,
             briefs: None,
             walked: Vec::new(),
             ordinals: None,

@@ -641,6 +641,7 @@ corpus_tests!(
     event_id_null,
     run_header_not_json,
     tool_rows_of_wrong_types,
+    tool_operation_without_events,
     session_payload_not_json,
     escapes_in_ids_and_text,
     escapes_in_the_path,

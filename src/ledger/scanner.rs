@@ -660,6 +660,12 @@ impl ToolLedgerScanner {
         self.by_operation.get(operation_id).is_some()
     }
 
+    /// The index of the operation `operation_id` is bound to, if it is bound (one
+    /// index per bound id; ids stay bound for the whole scan).
+    pub fn bound_index(&self, operation_id: &JsStr) -> Option<usize> {
+        self.by_operation.get(operation_id)
+    }
+
     /// The event id of the dispatch that bound `operation_id`, once its operation is
     /// closed.
     pub fn binding_dispatch(&self, operation_id: &JsStr) -> Option<JsStr> {

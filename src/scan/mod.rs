@@ -15,7 +15,8 @@
 //! Exactness does not depend on the usual shapes: a run whose rows come back in a
 //! later invocation is re-read from the store and assessed again; an operation
 //! reached after its invocation ended (a re-used operation id, a recovery fact) is
-//! reconciled at the end; headers without events are found by count, then by key.
+//! reconciled at the end; headers without events are found by count, then by key, and
+//! stored operations no dispatch explains likewise (see `dispatched_rows_explained`).
 
 pub mod projection;
 pub mod release;
@@ -133,6 +134,12 @@ pub trait ScanStore {
     /// `false` when unknown.
     fn projection_matches(&mut self, _op: &Operation, _commits: &HashMap<String, i64>) -> bool {
         false
+    }
+    /// The number of stored `tool_operations` rows with a `dispatch_event_id`, when the
+    /// store counted them beside the digests [`ScanStore::projection_matches`] answers
+    /// from; `None` otherwise.
+    fn dispatched_rows(&self) -> Option<u64> {
+        None
     }
     /// The decoded header of `(session, run)` reduced to what classifying its run
     /// needs, when known without a lookup (see [`HeaderBrief`]); `None` when unknown.
@@ -420,6 +427,11 @@ pub struct Walker {
     unsettled: Vec<(JsStr, Finding)>,
     projection: Vec<(JsStr, Finding)>,
     supersession: Vec<SupersessionGroup>,
+    /// One bit per bound operation (by its index in the scanner) whose stored
+    /// projection the store vouched for ([`ScanStore::projection_matches`]), and how
+    /// many bits are set; see `dispatched_rows_explained`.
+    vouched_bits: Vec<u64>,
+    vouched: u64,
 }
 
 impl Default for Walker {
@@ -452,6 +464,8 @@ impl Walker {
             unsettled: Vec::new(),
             projection: Vec::new(),
             supersession: Vec::new(),
+            vouched_bits: Vec::new(),
+            vouched: 0,
         }
     }
 
@@ -533,6 +547,43 @@ impl Walker {
         batch.payloads.clear();
         batch.rows.clear();
         Ok(())
+    }
+
+    /// Whether every stored `tool_operations` row with a `dispatch_event_id` belongs to
+    /// a bound operation or to one a scanner issue names (then none is "extra"),
+    /// shown by counting: the bound operations the store vouched for each have such a
+    /// row (their digest covers `dispatch_event_id`) under their own operation id, and
+    /// so has each issue's operation that is not among them and has one (looked up:
+    /// issues are few). Distinct ids, so distinct rows: when there are as many as the
+    /// store counted, those are all the rows. `false` when the store did not count.
+    fn dispatched_rows_explained(
+        &self,
+        issue_ops: &HashSet<JsStr>,
+        store: &mut dyn ScanStore,
+    ) -> Result<bool, DbError> {
+        let Some(rows) = store.dispatched_rows() else {
+            return Ok(false);
+        };
+        let mut explained = self.vouched;
+        for id in issue_ops {
+            // The pass compares ids as stored text: a lone surrogate has no such text.
+            let Some(text) = id.as_str() else {
+                return Ok(false);
+            };
+            let vouched = self.scanner.bound_index(id).is_some_and(|ix| {
+                self.vouched_bits
+                    .get(ix / 64)
+                    .is_some_and(|w| w & (1 << (ix % 64)) != 0)
+            });
+            if !vouched
+                && store
+                    .operation(text)?
+                    .is_some_and(|r| r.dispatch_event_id.is_some())
+            {
+                explained += 1;
+            }
+        }
+        Ok(explained == rows)
     }
 
     /// `args_hash`: see [`ToolLedgerScanner::push_with_args_hash`].
@@ -650,7 +701,19 @@ impl Walker {
         if let Some(f) = projection::unsettled_finding(op) {
             self.unsettled.push((op_id.clone(), f));
         }
-        if projection::is_expected(op) && !store.projection_matches(op, &self.inv_commits) {
+        let matches =
+            projection::is_expected(op) && store.projection_matches(op, &self.inv_commits);
+        if let Some(ix) = self.scanner.bound_index(&op_id).filter(|_| matches) {
+            let (word, bit) = (ix / 64, 1u64 << (ix % 64));
+            if self.vouched_bits.len() <= word {
+                self.vouched_bits.resize(word + 1, 0);
+            }
+            if self.vouched_bits[word] & bit == 0 {
+                self.vouched_bits[word] |= bit;
+                self.vouched += 1;
+            }
+        }
+        if projection::is_expected(op) && !matches {
             let id = op_id.to_string();
             let stored = store.operation(&id)?;
             let journal = store.journal(&id)?;
@@ -811,9 +874,12 @@ impl Walker {
         self.unsettled.retain(|(op, _)| !not_unsettled.contains(op));
         self.projection
             .retain(|(op, _)| !not_expected.contains(op) && !issue_ops.contains(op));
-        // Stored operations no dispatched operation explains.
+        // Stored operations no dispatched operation explains: found by a second pass
+        // over `tool_operations` (a tenth of the scan at 5M events), unless counting
+        // shows there are none.
+        let explained = late.is_empty() && self.dispatched_rows_explained(&issue_ops, store)?;
         let mut extras = Vec::new();
-        {
+        if !explained {
             let scanner = &self.scanner;
             let issue_ops = &issue_ops;
             store.for_each_operation(&mut |row| {

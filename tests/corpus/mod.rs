@@ -846,6 +846,24 @@ pub fn tool_rows_of_wrong_types() -> Built {
     .replay(1, &["tool_operation_mismatch"])
 }
 
+/// A `tool_operations` row that no dispatch in the log explains (a copy of one from
+/// another session than the replayed one, under a new operation id): the scan counts
+/// dispatched rows against the operations it vouched for, so the count no longer adds
+/// up and the table is read again to name the row.
+pub fn tool_operation_without_events() -> Built {
+    schema_edit(
+        "INSERT INTO tool_operations SELECT 'toolop_0123456789abcdef0123456789abcdef', \
+         o.invocation_id, o.run_id, o.turn_id, o.provider_tool_call_id || '_copy', o.tool_name, \
+         o.canonical_args_hash, o.recovery_mode, o.current_state, o.call_event_id, \
+         o.result_event_id, o.version, o.dispatch_event_id FROM tool_operations AS o \
+         JOIN runtime_events AS e ON e.event_id = o.call_event_id \
+         WHERE o.dispatch_event_id IS NOT NULL \
+         AND e.session_id != 'af74eb13-c1b4-4d12-aeb0-23d6c6ca73a3' LIMIT 1",
+        0,
+        &["projection_operation_extra"],
+    )
+}
+
 /// The scan reads only the archive flag of a session row: nothing to report.
 pub fn session_payload_not_json() -> Built {
     // Maka's start-up cannot read that session header.
@@ -1466,6 +1484,10 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("event_id_null", event_id_null),
     ("run_header_not_json", run_header_not_json),
     ("tool_rows_of_wrong_types", tool_rows_of_wrong_types),
+    (
+        "tool_operation_without_events",
+        tool_operation_without_events,
+    ),
     ("session_payload_not_json", session_payload_not_json),
     ("escapes_in_ids_and_text", escapes_in_ids_and_text),
     ("escapes_in_the_path", escapes_in_the_path),
