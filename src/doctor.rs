@@ -125,11 +125,49 @@ impl Store<'_> {
     /// Not for an after-scan (exclusions change what the lookups return), and not
     /// when an operation id is not UTF-8 text (a lookup by text would not find it).
     /// `operation_rows`: how many rows `tool_operations` has.
-    fn read_digests(&mut self, operation_rows: usize) -> Result<(), DbError> {
+    /// `journal_reader`: a second connection to hash the journal rows on, on a thread
+    /// of their own, while the operations are read here. Hashing is most of a journal
+    /// row's cost, and the walk waits for the digests; the rows' map entries come back
+    /// a chunk at a time, so that memory stays one map.
+    fn read_digests<'scope>(
+        &mut self,
+        operation_rows: usize,
+        journal_reader: Option<Workspace>,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+    ) -> Result<(), DbError> {
+        use crate::scan::projection::{JournalEntry, StoredDigests};
         if !self.gone.sessions.is_empty() {
             return Ok(());
         }
-        let mut d = crate::scan::projection::StoredDigests::with_capacity(operation_rows);
+        let mut d = StoredDigests::with_capacity(operation_rows);
+        const CHUNK: usize = 4096;
+        let beside = journal_reader.filter(|_| self.has_journal).and_then(|j| {
+            let hasher = d.journal_hasher();
+            // Chunks: each with whether every key so far was UTF-8 text.
+            let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<JournalEntry>, bool)>(4);
+            std::thread::Builder::new()
+                .name("journal-digests".into())
+                .spawn_scoped(scope, move || -> Result<(), DbError> {
+                    let (mut chunk, mut ok, mut open) = (Vec::with_capacity(CHUNK), true, true);
+                    j.for_each_journal_row(|row, key_ok| {
+                        if !open {
+                            return;
+                        }
+                        ok &= key_ok;
+                        chunk.push(hasher.entry(row));
+                        if chunk.len() == CHUNK {
+                            let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+                            open = tx.send((full, ok)).is_ok();
+                        }
+                    })?;
+                    if open {
+                        let _ = tx.send((chunk, ok));
+                    }
+                    Ok(())
+                })
+                .ok()
+                .map(|h| (rx, h))
+        });
         let mut usable = true;
         if self.has_operations {
             let dispatched = &mut self.dispatched_rows;
@@ -139,11 +177,25 @@ impl Store<'_> {
                 d.add_operation(row);
             })?;
         }
-        if self.has_journal && usable {
-            self.ws.for_each_journal_row(|row, key_ok| {
-                usable &= key_ok;
-                d.add_journal(row);
-            })?;
+        match beside {
+            // Not needed: closing the channel stops the thread.
+            Some(_) if !usable => {}
+            Some((rx, h)) => {
+                for (chunk, ok) in rx {
+                    usable &= ok;
+                    for e in chunk {
+                        d.add_entry(e);
+                    }
+                }
+                h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+            }
+            None if self.has_journal && usable => {
+                self.ws.for_each_journal_row(|row, key_ok| {
+                    usable &= key_ok;
+                    d.add_journal(row);
+                })?;
+            }
+            None => {}
         }
         self.digests = usable.then_some(d);
         Ok(())
@@ -587,11 +639,14 @@ pub fn scan_workspace_without(
     };
     std::thread::scope(|scope| {
         let mut walker = Walker::new().keep_all_runs(opts.all_runs).with_rules(rules);
-        // The twin reads the run headers (which the walk needs first), then checks the
+        // The twin reads the run headers (which the walk needs first) while this thread
+        // and a third read the tool projections; once the walk starts, it checks the
         // run events, reduces the ordinal rows and checks the session headers (needed
-        // only at the walk's end) while this thread reads the tool projections and
-        // walks. Should it not start, all of it happens here.
+        // only at the walk's end) at background priority. Should it not start, all of
+        // it happens here.
         let (briefs_tx, briefs_rx) = std::sync::mpsc::channel();
+        // Closed when the walk starts: until then both cores read what it needs first.
+        let (walk_tx, walk_rx) = std::sync::mpsc::channel::<()>();
         let hasher = walker.event_hasher();
         let beside = twin.and_then(|t| {
             let gone = &gone;
@@ -602,6 +657,9 @@ pub fn scan_workspace_without(
                         read_briefs(&t, has_headers, gone, &rules.header).map(|b| b.map(Arc::new));
                     let mine = briefs.as_ref().ok().cloned().flatten();
                     let _ = briefs_tx.send(briefs);
+                    let _ = walk_rx.recv();
+                    // What is left here is needed only when the walk ends.
+                    crate::background::lower_this_thread();
                     let bad = if has_run_events {
                         run_event_findings(&t, gone, mine.as_deref(), &rules.header)?
                     } else {
@@ -643,7 +701,13 @@ pub fn scan_workspace_without(
         } else {
             operation_rows
         });
-        store.read_digests(operation_rows)?;
+        let journal_reader = if opts.threads == Threads::One {
+            None
+        } else {
+            ws.reader_twin()?
+        };
+        store.read_digests(operation_rows, journal_reader, scope)?;
+        drop(walk_tx);
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
             Err(_) => read_briefs(ws, has_headers, &gone, &rules.header)?.map(Arc::new),

@@ -9,10 +9,12 @@
 //!   pure (the scan, the finalize plan and a few rows in, a diagnosis out).
 //! - `db`: the only module that names SQL (and the only writer, `db::write`).
 //! - `lock`: Maka's owner lock (`unsafe` for `fcntl`/`getpwuid_r`; the only other
-//!   `unsafe` is one line of `db::rows`, ASCII bytes taken as text).
+//!   `unsafe` is one line of `db::rows`, ASCII bytes taken as text, and `background`'s
+//!   `setpriority`, which lowers a thread's scheduling priority).
 //! - `report`: renders values; `cli`: parses arguments and orchestrates.
 
 pub mod args_hash;
+pub mod background;
 pub mod bundle;
 pub mod cli;
 pub mod db;

@@ -740,6 +740,52 @@ fn t(s: &JsStr) -> Cow<'_, str> {
         .map_or_else(|| Cow::Owned(s.to_string_lossy()), Cow::Borrowed)
 }
 
+fn key_with(hasher: &Keyed128, operation_id: &str) -> u64 {
+    hasher.hash(operation_id) as u64
+}
+
+fn journal_hash_with(
+    hasher: &Keyed128,
+    texts: [&str; 6],
+    opts: [Option<&str>; 4],
+    committed_at: i64,
+) -> u128 {
+    hasher.hash(&("journal", texts, opts, committed_at))
+}
+
+fn journal_entry_with(hasher: &Keyed128, row: &JournalRowRef<'_>) -> JournalEntry {
+    JournalEntry {
+        key: key_with(hasher, &row.texts[1]),
+        hash: journal_hash_with(
+            hasher,
+            row.texts.each_ref().map(|c| &**c),
+            row.opts.each_ref().map(|c| c.as_deref()),
+            row.committed_at,
+        ),
+    }
+}
+
+/// What one stored journal row adds to [`StoredDigests`]: its operation id's map key
+/// and the row's hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JournalEntry {
+    key: u64,
+    hash: u128,
+}
+
+/// [`StoredDigests::add_journal`]'s hashing, apart from the map (see
+/// [`StoredDigests::journal_hasher`]).
+#[derive(Clone, Debug)]
+pub struct JournalHasher {
+    hasher: Keyed128,
+}
+
+impl JournalHasher {
+    pub fn entry(&self, row: &JournalRowRef<'_>) -> JournalEntry {
+        journal_entry_with(&self.hasher, row)
+    }
+}
+
 /// Digests of the stored tool projections, one per operation id, read once in table
 /// order: lets the walk skip the point lookups of an operation whose stored rows are
 /// exactly the rows Maka's rebuild writes (the usual case). A digest is a 128-bit sum
@@ -819,7 +865,7 @@ impl StoredDigests {
 
     /// The compared columns of a journal row, with the id rows are matched by.
     fn journal_hash(&self, texts: [&str; 6], opts: [Option<&str>; 4], committed_at: i64) -> u128 {
-        self.hash(&("journal", texts, opts, committed_at))
+        journal_hash_with(&self.hasher, texts, opts, committed_at)
     }
 
     fn journal_row_hash(&self, r: &JournalRow) -> u128 {
@@ -844,13 +890,28 @@ impl StoredDigests {
 
     /// The map key of an operation id.
     fn key(&self, operation_id: &str) -> u64 {
-        self.hash(operation_id) as u64
+        key_with(&self.hasher, operation_id)
     }
 
     fn add(&mut self, operation_id: &str, h: u128) {
-        let key = self.key(operation_id);
-        let sum = self.sums.entry(key).or_insert([0; 2]);
-        *sum = split(join(*sum).wrapping_add(h));
+        self.add_entry(JournalEntry {
+            key: self.key(operation_id),
+            hash: h,
+        });
+    }
+
+    /// Adds what [`JournalHasher::entry`] made of a stored journal row.
+    pub fn add_entry(&mut self, e: JournalEntry) {
+        let sum = self.sums.entry(e.key).or_insert([0; 2]);
+        *sum = split(join(*sum).wrapping_add(e.hash));
+    }
+
+    /// Hashes journal rows for this map apart from it (on another thread, while the
+    /// map's owner reads the operations): the hashing is most of a journal row's cost.
+    pub fn journal_hasher(&self) -> JournalHasher {
+        JournalHasher {
+            hasher: self.hasher.clone(),
+        }
     }
 
     /// Adds a stored `tool_operations` row.
@@ -866,12 +927,7 @@ impl StoredDigests {
 
     /// Adds a stored `tool_journal_events` row.
     pub fn add_journal(&mut self, row: &JournalRowRef<'_>) {
-        let h = self.journal_hash(
-            row.texts.each_ref().map(|c| &**c),
-            row.opts.each_ref().map(|c| c.as_deref()),
-            row.committed_at,
-        );
-        self.add(&row.texts[1], h);
+        self.add_entry(journal_entry_with(&self.hasher, row));
     }
 
     /// Whether the stored rows of `op`'s operation id are exactly the rebuild's
@@ -938,5 +994,57 @@ impl StoredDigests {
             sum = sum.wrapping_add(self.journal_row_hash(&j));
         }
         sum
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn journal_row<'a>(op: &'a str, state: &'a str, event: Option<&'a str>) -> JournalRowRef<'a> {
+        JournalRowRef {
+            texts: [
+                Cow::Owned(format!("{op}_{state}")),
+                Cow::Borrowed(op),
+                Cow::Borrowed("inv"),
+                Cow::Borrowed("run"),
+                Cow::Borrowed("turn"),
+                Cow::Borrowed(state),
+            ],
+            opts: [
+                event.map(Cow::Borrowed),
+                Some(Cow::Borrowed("sha256:00")),
+                None,
+                None,
+            ],
+            committed_at: 7,
+        }
+    }
+
+    /// The journal thread's entries (`JournalHasher::entry`, then `add_entry`) build
+    /// exactly the sums `add_journal` builds in place.
+    #[test]
+    fn journal_rows_hashed_apart_sum_as_rows_added_in_place() {
+        let mut here = StoredDigests::new();
+        let mut apart = StoredDigests {
+            hasher: here.hasher.clone(),
+            sums: HashMap::default(),
+        };
+        let hasher = here.journal_hasher();
+        let rows = [
+            journal_row("toolop_a", "prepared", Some("ev1")),
+            journal_row("toolop_a", "outcome_committed", Some("ev2")),
+            journal_row("toolop_b", "prepared", None),
+        ];
+        for r in &rows {
+            here.add_journal(r);
+            apart.add_entry(hasher.entry(r));
+        }
+        assert_eq!(here.sums.len(), 2);
+        assert_eq!(here.sums, apart.sums);
+        // A column of a row counts: another event id gives another sum.
+        apart.add_entry(hasher.entry(&journal_row("toolop_b", "prepared", Some("ev3"))));
+        here.add_journal(&journal_row("toolop_b", "prepared", Some("ev4")));
+        assert_ne!(here.sums, apart.sums);
     }
 }
