@@ -140,7 +140,7 @@ impl Store<'_> {
             return Ok(());
         }
         let mut d = StoredDigests::with_capacity(operation_rows);
-        const CHUNK: usize = 4096;
+        const CHUNK: usize = 1024;
         let beside = journal_reader.filter(|_| self.has_journal).and_then(|j| {
             let hasher = d.journal_hasher();
             // Chunks: each with whether every key so far was UTF-8 text.
@@ -633,7 +633,7 @@ pub fn scan_workspace_without(
     let gone = Exclusion::read(ws, excluded, has_operations)?;
     // A second connection, when one sees exactly what this one does (see below).
     let twin = if opts.threads != Threads::One && (has_run_events || has_headers) {
-        ws.reader_twin()?
+        ws.sequential_reader()?
     } else {
         None
     };
@@ -704,7 +704,7 @@ pub fn scan_workspace_without(
         let journal_reader = if opts.threads == Threads::One {
             None
         } else {
-            ws.reader_twin()?
+            ws.sequential_reader()?
         };
         store.read_digests(operation_rows, journal_reader, scope)?;
         drop(walk_tx);

@@ -49,6 +49,11 @@ pub const READ_CACHE_KIB: i64 = -4 * 1024;
 /// `PRAGMA cache_size` of a [`Workspace::reader_twin`].
 const TWIN_CACHE_KIB: i64 = -2 * 1024;
 
+/// `PRAGMA cache_size` of a [`Workspace::sequential_reader`]. With the 2 MiB of a twin
+/// each, the scan's headers and journal readers took the peak RSS of a 5M-event scan to
+/// 96.4 MiB; with this, 92.4 MiB, as fast (2026-12-02).
+const SEQUENTIAL_CACHE_KIB: i64 = -256;
+
 /// Why a workspace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
@@ -403,6 +408,18 @@ impl Workspace {
         // It reads one table front to back: no lookups to keep pages for.
         ws.conn
             .pragma_update(None, "cache_size", TWIN_CACHE_KIB)
+            .map_err(|e| ws.err(&e))?;
+        Ok(Some(ws))
+    }
+
+    /// A [`Workspace::reader_twin`] for reading tables front to back beside the scan: a
+    /// page cache of [`SEQUENTIAL_CACHE_KIB`], since hardly a page is read twice.
+    pub fn sequential_reader(&self) -> Result<Option<Workspace>, DbError> {
+        let Some(ws) = self.reader_twin()? else {
+            return Ok(None);
+        };
+        ws.conn
+            .pragma_update(None, "cache_size", SEQUENTIAL_CACHE_KIB)
             .map_err(|e| ws.err(&e))?;
         Ok(Some(ws))
     }
