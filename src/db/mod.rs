@@ -405,7 +405,8 @@ impl Workspace {
             live: false,
         };
         ws.prepare_read()?;
-        // It reads one table front to back: no lookups to keep pages for.
+        // Smaller than the scan's own: a twin's reads are mostly passes over whole
+        // tables (the quarantine preview's counts), which read few pages twice.
         ws.conn
             .pragma_update(None, "cache_size", TWIN_CACHE_KIB)
             .map_err(|e| ws.err(&e))?;
