@@ -4,6 +4,7 @@
 //!
 //! Pure: no I/O.
 
+use std::borrow::Borrow;
 use std::fmt;
 
 use crate::event::{Content, EventStatus, RuntimeEvent};
@@ -229,12 +230,13 @@ impl TerminalClassification {
 
 /// Maka's `matchingTerminalRuntimeEvents`: non-partial events with the header's
 /// session, run and turn that are terminal (a terminal status or `endInvocation`).
-pub fn matching_terminal_events<'a>(
+pub fn matching_terminal_events<'a, E: Borrow<RuntimeEvent>>(
     header: &RunHeaderView,
-    events: &'a [RuntimeEvent],
+    events: &'a [E],
 ) -> Vec<&'a RuntimeEvent> {
     events
         .iter()
+        .map(Borrow::borrow)
         .filter(|e| {
             !e.partial
                 && e.session_id == header.session_id
@@ -248,9 +250,11 @@ pub fn matching_terminal_events<'a>(
 /// Maka's `classifyTerminalRuntimeLedger(header, events)`, with the diagnostics of
 /// `classifyRuntimeEventTerminalFact(header, events)`. `events` are the run's events
 /// as Maka reads them (immutable rows in `event_seq` order, partial snapshots merged).
-pub fn classify_terminal_ledger(
+/// Generic over how the events are held, so that the scan can pass the terminal
+/// events it keeps by reference rather than clone them.
+pub fn classify_terminal_ledger<E: Borrow<RuntimeEvent>>(
     header: &RunHeaderView,
-    events: &[RuntimeEvent],
+    events: &[E],
 ) -> TerminalClassification {
     let matching = matching_terminal_events(header, events);
     let terminal_event_ids: Vec<JsStr> = matching.iter().map(|e| e.id.clone()).collect();
@@ -525,7 +529,7 @@ mod tests {
     #[test]
     fn none_without_events_or_without_a_matching_terminal() {
         let h = header(RunStatus::Running);
-        let c = classify_terminal_ledger(&h, &[]);
+        let c = classify_terminal_ledger::<RuntimeEvent>(&h, &[]);
         assert_eq!(c.kind, TerminalKind::None);
         assert_eq!(
             c.diagnostics[0].message,

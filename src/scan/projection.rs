@@ -744,9 +744,25 @@ fn key_with(hasher: &Keyed128, operation_id: &str) -> u64 {
     hasher.hash(operation_id) as u64
 }
 
+/// A text given as two pieces, hashed as the one text they make, so that the walk
+/// need not format a journal id (`{operation}_prepared`) to hash it. Both sides of a
+/// digest hash their journal texts as this; with one piece empty it writes what a
+/// `str` writes (its bytes, then 0xff), since [`Keyed128`] hashes the bytes written,
+/// however they are split into writes.
+#[derive(Clone, Copy)]
+struct Joined<'a>(&'a str, &'a str);
+
+impl Hash for Joined<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write(self.0.as_bytes());
+        state.write(self.1.as_bytes());
+        state.write_u8(0xff);
+    }
+}
+
 fn journal_hash_with(
     hasher: &Keyed128,
-    texts: [&str; 6],
+    texts: [Joined<'_>; 6],
     opts: [Option<&str>; 4],
     committed_at: i64,
 ) -> u128 {
@@ -758,7 +774,7 @@ fn journal_entry_with(hasher: &Keyed128, row: &JournalRowRef<'_>) -> JournalEntr
         key: key_with(hasher, &row.texts[1]),
         hash: journal_hash_with(
             hasher,
-            row.texts.each_ref().map(|c| &**c),
+            row.texts.each_ref().map(|c| Joined(c, "")),
             row.opts.each_ref().map(|c| c.as_deref()),
             row.committed_at,
         ),
@@ -864,7 +880,12 @@ impl StoredDigests {
     }
 
     /// The compared columns of a journal row, with the id rows are matched by.
-    fn journal_hash(&self, texts: [&str; 6], opts: [Option<&str>; 4], committed_at: i64) -> u128 {
+    fn journal_hash(
+        &self,
+        texts: [Joined<'_>; 6],
+        opts: [Option<&str>; 4],
+        committed_at: i64,
+    ) -> u128 {
         journal_hash_with(&self.hasher, texts, opts, committed_at)
     }
 
@@ -877,7 +898,8 @@ impl StoredDigests {
                 &r.run_id,
                 &r.turn_id,
                 &r.state,
-            ],
+            ]
+            .map(|t| Joined(t, "")),
             [
                 r.runtime_event_id.as_deref(),
                 r.canonical_args_hash.as_deref(),
@@ -970,16 +992,25 @@ impl StoredDigests {
             1 + i64::from(result.is_some()),
             Some(&dispatch),
         );
-        let journal = |id: &str, state: &str, event: &str| {
+        // A journal row's id is `{operation}_{suffix}` (see `expected_journal`).
+        let journal = |suffix: &str, state: &str, event: &str| {
+            let texts = [&op_id, &inv, &run, &turn, state].map(|t| Joined(t, ""));
             self.journal_hash(
-                [id, &op_id, &inv, &run, &turn, state],
+                [
+                    Joined(&op_id, suffix),
+                    texts[0],
+                    texts[1],
+                    texts[2],
+                    texts[3],
+                    texts[4],
+                ],
                 [Some(event), Some(&args), Some(mode), None],
                 commits.get(event).copied().unwrap_or_default(),
             )
         };
-        sum = sum.wrapping_add(journal(&format!("{op_id}_prepared"), "prepared", &dispatch));
+        sum = sum.wrapping_add(journal("_prepared", "prepared", &dispatch));
         if let Some(r) = &result {
-            sum = sum.wrapping_add(journal(&format!("{op_id}_outcome"), "outcome_committed", r));
+            sum = sum.wrapping_add(journal("_outcome", "outcome_committed", r));
         }
         debug_assert_eq!(sum, self.expected_sum(op, commits));
         sum == join(stored)
@@ -1023,6 +1054,25 @@ mod tests {
 
     /// The journal thread's entries (`JournalHasher::entry`, then `add_entry`) build
     /// exactly the sums `add_journal` builds in place.
+    #[test]
+    fn a_text_in_two_pieces_hashes_as_the_text() {
+        let k = Keyed128::random();
+        let whole = k.hash("op-1_prepared");
+        assert_eq!(k.hash(&Joined("op-1", "_prepared")), whole);
+        assert_eq!(k.hash(&Joined("op-1_prepared", "")), whole);
+        assert_eq!(k.hash(&Joined("", "op-1_prepared")), whole);
+        assert_ne!(k.hash(&Joined("op-1", "_outcome")), whole);
+        // In a tuple, as the digests hash it: pieces do not leak into the next text.
+        assert_eq!(
+            k.hash(&[Joined("a", "b"), Joined("c", "")]),
+            k.hash(&["ab", "c"])
+        );
+        assert_ne!(
+            k.hash(&[Joined("a", "b"), Joined("c", "")]),
+            k.hash(&["a", "bc"])
+        );
+    }
+
     #[test]
     fn journal_rows_hashed_apart_sum_as_rows_added_in_place() {
         let mut here = StoredDigests::new();

@@ -237,7 +237,7 @@ fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>
     if acc.undecodable > 0 {
         return (RunState::Unreadable, None, Vec::new());
     }
-    let events: Vec<RuntimeEvent> = acc.terminals.iter().map(|(_, e)| e.clone()).collect();
+    let events: Vec<&RuntimeEvent> = acc.terminals.iter().map(|(_, e)| e).collect();
     let class = classify_terminal_ledger(&header_view(h), &events);
     let word = class.kind.as_str().to_owned();
     let ids: Vec<String> = class
