@@ -765,12 +765,14 @@ fn walk_events<'scope>(
     let (to_decoder, decoder_rx) = std::sync::mpsc::channel::<EventBatch>();
     let (decoder_tx, from_decoder) = std::sync::mpsc::channel::<EventBatch>();
     let rules = walker.rules().decoder;
+    let ids = walker.event_hasher();
     let decoder = at_decoder.map(|_| {
+        let ids = ids.clone();
         std::thread::Builder::new()
             .name("decode".into())
             .spawn_scoped(scope, move || {
                 for mut b in decoder_rx {
-                    b.decode(&rules);
+                    b.decode(&rules, &ids);
                     if decoder_tx.send(b).is_err() {
                         break;
                     }
@@ -802,6 +804,7 @@ fn walk_events<'scope>(
         max_at_decoder,
         spare: Vec::new(),
         rules,
+        ids,
     };
     let mut batch = EventBatch::default();
     let mut alive = true;
@@ -855,6 +858,7 @@ struct Pipeline {
     max_at_decoder: usize,
     spare: Vec<EventBatch>,
     rules: crate::release::rules::DecoderRules,
+    ids: EventHasher,
 }
 
 impl Pipeline {
@@ -878,7 +882,7 @@ impl Pipeline {
             self.at_decoder += 1;
             self.queue.push_back(None);
         } else {
-            batch.decode(&self.rules);
+            batch.decode(&self.rules, &self.ids);
             self.queue.push_back(Some(batch));
         }
         while self.queue.len() > Self::QUEUE {

@@ -520,7 +520,13 @@ impl Walker {
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
         let decoded = decode_row_as(row, &self.rules.decoder);
-        self.push_decoded(row, decoded.as_deref().map_err(String::as_str), None, store)
+        self.push_decoded(
+            row,
+            decoded.as_deref().map_err(String::as_str),
+            None,
+            None,
+            store,
+        )
     }
 
     /// Feeds a batch whose rows were decoded with [`EventBatch::decode`] (possibly on
@@ -540,6 +546,7 @@ impl Walker {
                 &batch.row(i),
                 d.as_deref().map_err(String::as_str),
                 args_hash,
+                Some(batch.id_hashes[i]),
                 store,
             )?;
         }
@@ -592,6 +599,7 @@ impl Walker {
         row: &EventRowRef<'_>,
         decoded: Result<&RuntimeEvent, &str>,
         args_hash: Option<Option<String>>,
+        id_hash: Option<u128>,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
         self.events += 1;
@@ -602,7 +610,8 @@ impl Walker {
         }
         self.check_seq(row);
         let id = &*row.event_id;
-        self.event_sum = self.event_sum.wrapping_add(self.event_hasher.hash(id));
+        let id_hash = id_hash.unwrap_or_else(|| self.event_hasher.hash(id));
+        self.event_sum = self.event_sum.wrapping_add(id_hash);
         let pos = match self
             .inv_runs
             .iter()
@@ -1060,6 +1069,8 @@ pub struct EventBatch {
     /// Per decoded function call, its canonical args hash, computed where it is decoded
     /// (the walk's thread is the busier one).
     args_hashes: Vec<Option<Option<String>>>,
+    /// Per row, the walk's hash of its event id, computed there too.
+    id_hashes: Vec<u128>,
 }
 
 /// One row of an [`EventBatch`]: where its fields end in the buffers.
@@ -1115,9 +1126,12 @@ impl EventBatch {
     }
 
     /// Decodes every row, as [`Walker::push_row`] would under the same rules.
-    pub fn decode(&mut self, rules: &DecoderRules) {
+    /// Decodes every row, and hashes its event id with `ids` (the walk's
+    /// [`Walker::event_hasher`]).
+    pub fn decode(&mut self, rules: &DecoderRules, ids: &EventHasher) {
         self.decoded.clear();
         self.args_hashes.clear();
+        self.id_hashes.clear();
         for i in 0..self.rows.len() {
             let from = if i == 0 {
                 0
@@ -1126,6 +1140,7 @@ impl EventBatch {
             };
             let payload = lossy(&self.payloads[from..self.rows[i].payload_end]);
             let mut row = self.row(i);
+            let id_hash = ids.hash(&*row.event_id);
             row.payload_json = payload;
             let d = decode_row_as(&row, rules);
             self.args_hashes.push(match d.as_deref() {
@@ -1136,6 +1151,7 @@ impl EventBatch {
                 _ => None,
             });
             self.decoded.push(d);
+            self.id_hashes.push(id_hash);
         }
     }
 
