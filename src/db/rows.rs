@@ -288,23 +288,20 @@ impl Workspace {
     /// Streams every `runtime_events` row in Maka's health-scan order
     /// (`invocation_id, event_seq, event_id`).
     pub fn for_each_event(&self, mut f: impl FnMut(EventRow)) -> Result<(), DbError> {
-        let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
-        while let Some(r) = rows.next().map_err(e)? {
+        self.events_in_scan_order(|row, payload| {
             f(EventRow {
-                event_id: text(r, 0).map_err(e)?,
-                session_id: text(r, 1).map_err(e)?,
-                invocation_id: text(r, 2).map_err(e)?,
-                run_id: text(r, 3).map_err(e)?,
-                turn_id: text(r, 4).map_err(e)?,
-                event_seq: int(r, 5).map_err(e)?,
+                event_id: row.event_id.into_owned(),
+                session_id: row.session_id.into_owned(),
+                invocation_id: row.invocation_id.into_owned(),
+                run_id: row.run_id.into_owned(),
+                turn_id: row.turn_id.into_owned(),
+                event_seq: row.event_seq,
                 event_kind: String::new(),
-                payload_json: text(r, 6).map_err(e)?,
-                committed_at: int(r, 7).map_err(e)?,
+                payload_json: lossy(payload).into_owned(),
+                committed_at: row.committed_at,
             });
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Every `runtime_events` row of one session, in scan order (through the
@@ -762,23 +759,10 @@ impl Workspace {
         &self,
         mut f: impl FnMut(&EventRowRef<'_>) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
-        let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
-        while let Some(r) = rows.next().map_err(e)? {
-            let row = EventRowRef {
-                event_id: text_ref(r, 0).map_err(e)?,
-                session_id: text_ref(r, 1).map_err(e)?,
-                invocation_id: text_ref(r, 2).map_err(e)?,
-                run_id: text_ref(r, 3).map_err(e)?,
-                turn_id: text_ref(r, 4).map_err(e)?,
-                event_seq: int(r, 5).map_err(e)?,
-                payload_json: text_ref(r, 6).map_err(e)?,
-                committed_at: int(r, 7).map_err(e)?,
-            };
-            f(&row)?;
-        }
-        Ok(())
+        self.events_in_scan_order(|mut row, payload| {
+            row.payload_json = lossy(payload);
+            f(&row)
+        })
     }
 
     /// [`Workspace::for_each_event_ref`] with each payload as stored bytes, not yet
@@ -788,6 +772,16 @@ impl Workspace {
     pub fn for_each_event_raw(
         &self,
         mut f: impl FnMut(&EventRowRef<'_>, &[u8]) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        self.events_in_scan_order(|row, payload| f(&row, payload))
+    }
+
+    /// What `for_each_event`, `for_each_event_ref` and `for_each_event_raw` read: each
+    /// row without its payload text, and the payload's stored bytes (a value that is
+    /// not text or a BLOB as [`text_ref`] renders it: ASCII, which [`lossy`] keeps).
+    fn events_in_scan_order(
+        &self,
+        mut f: impl for<'a> FnMut(EventRowRef<'a>, &'a [u8]) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
@@ -804,9 +798,8 @@ impl Workspace {
                 committed_at: int(r, 7).map_err(e)?,
             };
             match r.get_ref(6).map_err(e)? {
-                ValueRef::Text(b) | ValueRef::Blob(b) => f(&row, b)?,
-                // As `text_ref` reads them (ASCII, so `lossy` keeps them).
-                _ => f(&row, text_ref(r, 6).map_err(e)?.as_bytes())?,
+                ValueRef::Text(b) | ValueRef::Blob(b) => f(row, b)?,
+                _ => f(row, text_ref(r, 6).map_err(e)?.as_bytes())?,
             }
         }
         Ok(())
