@@ -1125,9 +1125,8 @@ impl EventBatch {
         self.rows.len() >= Self::ROWS || self.text.len() + self.payloads.len() >= Self::TEXT
     }
 
-    /// Decodes every row, as [`Walker::push_row`] would under the same rules.
-    /// Decodes every row, and hashes its event id with `ids` (the walk's
-    /// [`Walker::event_hasher`]).
+    /// Decodes every row, as [`Walker::push_row`] would under the same rules, and
+    /// hashes its event id with `ids` (the walk's [`Walker::event_hasher`]).
     pub fn decode(&mut self, rules: &DecoderRules, ids: &EventHasher) {
         self.decoded.clear();
         self.args_hashes.clear();
