@@ -645,7 +645,8 @@ pub fn scan_workspace_without(
         // only at the walk's end) at background priority. Should it not start, all of
         // it happens here.
         let (briefs_tx, briefs_rx) = std::sync::mpsc::channel();
-        // Closed when the walk starts: until then both cores read what it needs first.
+        // Sent on when the walk starts: until then both cores read what it needs first.
+        // Closed unsent when the scan stopped before it (an error): nothing left to do.
         let (walk_tx, walk_rx) = std::sync::mpsc::channel::<()>();
         let hasher = walker.event_hasher();
         let beside = twin.and_then(|t| {
@@ -657,7 +658,12 @@ pub fn scan_workspace_without(
                         read_briefs(&t, has_headers, gone, &rules.header).map(|b| b.map(Arc::new));
                     let mine = briefs.as_ref().ok().cloned().flatten();
                     let _ = briefs_tx.send(briefs);
-                    let _ = walk_rx.recv();
+                    if walk_rx.recv().is_err() {
+                        return Err(DbError::Io {
+                            path: t.path().to_path_buf(),
+                            source: std::io::Error::other("the scan stopped before its walk"),
+                        });
+                    }
                     // What is left here is needed only when the walk ends.
                     crate::background::lower_this_thread();
                     let bad = if has_run_events {
@@ -707,7 +713,7 @@ pub fn scan_workspace_without(
             ws.sequential_reader()?
         };
         store.read_digests(operation_rows, journal_reader, scope)?;
-        drop(walk_tx);
+        let _ = walk_tx.send(());
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
             Err(_) => read_briefs(ws, has_headers, &gone, &rules.header)?.map(Arc::new),
