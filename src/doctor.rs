@@ -169,24 +169,41 @@ impl Store<'_> {
                 .map(|h| (rx, h))
         });
         let mut usable = true;
+        // Journal chunks are taken as they come, also while the operations are read:
+        // otherwise the journal thread stops after a few chunks (its channel is bounded,
+        // to bound memory) and hashes the rest alone once the operations are done.
+        let mut journal_ok = true;
+        let mut take = |d: &mut StoredDigests, (chunk, ok): (Vec<JournalEntry>, bool)| {
+            journal_ok &= ok;
+            for e in chunk {
+                d.add_entry(e);
+            }
+        };
         if self.has_operations {
             let dispatched = &mut self.dispatched_rows;
+            let mut rows = 0usize;
             self.ws.for_each_operation_row(|row, key_ok| {
                 usable &= key_ok;
                 *dispatched += u64::from(row.dispatch_event_id.is_some());
                 d.add_operation(row);
+                rows += 1;
+                if rows.is_multiple_of(CHUNK) {
+                    if let Some((rx, _)) = &beside {
+                        while let Ok(c) = rx.try_recv() {
+                            take(&mut d, c);
+                        }
+                    }
+                }
             })?;
         }
         match beside {
             // Not needed: closing the channel stops the thread.
             Some(_) if !usable => {}
             Some((rx, h)) => {
-                for (chunk, ok) in rx {
-                    usable &= ok;
-                    for e in chunk {
-                        d.add_entry(e);
-                    }
+                for c in rx {
+                    take(&mut d, c);
                 }
+                usable &= journal_ok;
                 h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
             }
             None if self.has_journal && usable => {
