@@ -657,14 +657,13 @@ pub fn scan_workspace_without(
     std::thread::scope(|scope| {
         let mut walker = Walker::new().keep_all_runs(opts.all_runs).with_rules(rules);
         // The twin reads the run headers (which the walk needs first) while this thread
-        // and a third read the tool projections; once the walk starts, it checks the
-        // run events, reduces the ordinal rows and checks the session headers (needed
-        // only at the walk's end) at background priority. Should it not start, all of
-        // it happens here.
+        // and a third read the tool projections; then it checks the run events, reduces
+        // the ordinal rows and checks the session headers (needed only at the walk's
+        // end) at background priority. Should it not start, all of it happens here.
         let (briefs_tx, briefs_rx) = std::sync::mpsc::channel();
-        // Sent on when the walk starts: until then both cores read what it needs first.
-        // Closed unsent when the scan stopped before it (an error): nothing left to do.
-        let (walk_tx, walk_rx) = std::sync::mpsc::channel::<()>();
+        // Never sent on: dropped when this closure returns, early on an error, which
+        // tells the twin that nothing it would still do is wanted.
+        let (_stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let hasher = walker.event_hasher();
         let beside = twin.and_then(|t| {
             let gone = &gone;
@@ -675,21 +674,37 @@ pub fn scan_workspace_without(
                         read_briefs(&t, has_headers, gone, &rules.header).map(|b| b.map(Arc::new));
                     let mine = briefs.as_ref().ok().cloned().flatten();
                     let _ = briefs_tx.send(briefs);
-                    if walk_rx.recv().is_err() {
-                        return Err(DbError::Io {
-                            path: t.path().to_path_buf(),
-                            source: std::io::Error::other("the scan stopped before its walk"),
-                        });
-                    }
-                    // What is left here is needed only when the walk ends.
+                    // What is left here is needed only when the walk ends. It starts at
+                    // once, at background priority: while the tool projections are still
+                    // hashed, a core would otherwise wait. Between steps it stops if the
+                    // scan has stopped (an error drops the sender).
                     crate::background::lower_this_thread();
+                    let stopped = || {
+                        matches!(
+                            stop_rx.try_recv(),
+                            Err(std::sync::mpsc::TryRecvError::Disconnected)
+                        )
+                        .then(|| DbError::Io {
+                            path: t.path().to_path_buf(),
+                            source: std::io::Error::other("the scan stopped"),
+                        })
+                    };
+                    if let Some(e) = stopped() {
+                        return Err(e);
+                    }
                     let bad = if has_run_events {
                         run_event_findings(&t, gone, mine.as_deref(), &rules.header)?
                     } else {
                         Vec::new()
                     };
+                    if let Some(e) = stopped() {
+                        return Err(e);
+                    }
                     let ordinals =
                         OrdinalSummary::read(&hasher, |f| ordinals_of(&t, has_ordinals, gone, f))?;
+                    if let Some(e) = stopped() {
+                        return Err(e);
+                    }
                     let sessions = if has_sessions {
                         session_header_findings(&t, gone, &rules)?
                     } else {
@@ -730,7 +745,6 @@ pub fn scan_workspace_without(
             ws.sequential_reader()?
         };
         store.read_digests(operation_rows, journal_reader, scope)?;
-        let _ = walk_tx.send(());
         store.briefs = match briefs_rx.recv() {
             Ok(briefs) => briefs?,
             Err(_) => read_briefs(ws, has_headers, &gone, &rules.header)?.map(Arc::new),
