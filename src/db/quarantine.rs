@@ -354,8 +354,8 @@ struct ToolTableCounts {
 /// equals a blob).
 #[derive(Default)]
 struct Owners {
-    text: std::collections::HashMap<Box<[u8]>, Vec<usize>>,
-    blob: std::collections::HashMap<Box<[u8]>, Vec<usize>>,
+    text: crate::fast_hash::HashMap<Box<[u8]>, Vec<usize>>,
+    blob: crate::fast_hash::HashMap<Box<[u8]>, Vec<usize>>,
 }
 
 /// Not a value the pass compares as SQLite would (a number in a TEXT column).
