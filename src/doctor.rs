@@ -60,7 +60,7 @@ struct Store<'a> {
     has_ordinals: bool,
     gone: &'a Exclusion,
     /// Digests of the stored projections, when usable (see `read_digests`).
-    digests: Option<crate::scan::projection::StoredDigests>,
+    digests: Option<Arc<crate::scan::projection::StoredDigests>>,
     /// `tool_operations` rows with a `dispatch_event_id`, counted with the digests.
     dispatched_rows: u64,
     /// Decodable headers by a 128-bit fingerprint of `(session, run)`, when usable
@@ -214,7 +214,7 @@ impl Store<'_> {
             }
             None => {}
         }
-        self.digests = usable.then_some(d);
+        self.digests = usable.then(|| Arc::new(d));
         Ok(())
     }
 }
@@ -803,13 +803,19 @@ fn walk_events<'scope>(
     let (decoder_tx, from_decoder) = std::sync::mpsc::channel::<EventBatch>();
     let rules = walker.rules().decoder;
     let ids = walker.event_hasher();
+    // With a decoder thread, it also compares the closed operations with the stored
+    // projection's digests (most of that is hashing): the walk's thread is the busier.
+    let digests = at_decoder.and(store.digests.clone());
     let decoder = at_decoder.map(|_| {
-        let ids = ids.clone();
+        let (ids, digests) = (ids.clone(), digests.clone());
         std::thread::Builder::new()
             .name("decode".into())
             .spawn_scoped(scope, move || {
                 for mut b in decoder_rx {
                     b.decode(&rules, &ids);
+                    if let Some(d) = &digests {
+                        b.check_projections(d);
+                    }
                     if decoder_tx.send(b).is_err() {
                         break;
                     }
@@ -833,6 +839,9 @@ fn walk_events<'scope>(
         progress(n);
         return Ok(());
     };
+    if digests.is_some() {
+        walker.defer_projection_checks();
+    }
     let mut pipe = Pipeline {
         to_decoder,
         from_decoder,
@@ -842,6 +851,7 @@ fn walk_events<'scope>(
         spare: Vec::new(),
         rules,
         ids,
+        digests,
     };
     let mut batch = EventBatch::default();
     let mut alive = true;
@@ -896,6 +906,8 @@ struct Pipeline {
     spare: Vec<EventBatch>,
     rules: crate::release::rules::DecoderRules,
     ids: EventHasher,
+    /// Set when the walk defers its projection checks to where batches are decoded.
+    digests: Option<Arc<crate::scan::projection::StoredDigests>>,
 }
 
 impl Pipeline {
@@ -912,6 +924,11 @@ impl Pipeline {
             return Ok(false);
         }
         self.walk_ready(walker, store)?;
+        // The operations closed so far ride with this batch, which is walked after
+        // every batch that carried older ones.
+        if self.digests.is_some() {
+            batch.carry_checks(walker.take_projection_checks());
+        }
         if self.at_decoder < self.max_at_decoder {
             if self.to_decoder.send(batch).is_err() {
                 return Ok(false);
@@ -920,6 +937,9 @@ impl Pipeline {
             self.queue.push_back(None);
         } else {
             batch.decode(&self.rules, &self.ids);
+            if let Some(d) = &self.digests {
+                batch.check_projections(d);
+            }
             self.queue.push_back(Some(batch));
         }
         while self.queue.len() > Self::QUEUE {
@@ -978,6 +998,7 @@ impl Pipeline {
             let Some(Some(mut b)) = self.queue.pop_front() else {
                 break;
             };
+            walker.settle_batch_checks(&mut b, store)?;
             walker.push_batch(&mut b, store)?;
             self.spare.push(b);
         }

@@ -141,6 +141,49 @@ fn every_way_of_spreading_a_scan_gives_the_one_thread_report() {
     }
 }
 
+/// Operations whose stored projection rows differ from the log, spread over the file:
+/// their comparison with the digests may happen on the decoder thread, after the walk
+/// has moved on, and must still give the one-thread report (findings in its order).
+#[test]
+fn projection_damage_spread_over_many_batches_gives_the_one_thread_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = generate(dir.path(), "healthy", 3000);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let renamed = conn
+        .execute(
+            "UPDATE tool_operations SET tool_name = tool_name || '_renamed' \
+             WHERE rowid % 13 = 3",
+            [],
+        )
+        .unwrap();
+    let dropped = conn
+        .execute(
+            "DELETE FROM tool_journal_events WHERE journal_seq % 17 = 5",
+            [],
+        )
+        .unwrap();
+    assert!(
+        renamed >= 10 && dropped >= 10,
+        "{renamed} renamed, {dropped} dropped"
+    );
+    conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    drop(conn);
+    let one = scan(&db, Threads::One);
+    let found = codes(&one.0);
+    for code in [
+        "projection_operation_mismatch",
+        "projection_journal_missing",
+    ] {
+        let n = found.get(code).copied().unwrap_or(0);
+        assert!(n >= 5, "{n} {code} in {found:?}");
+    }
+    for threads in SPREAD {
+        let other = scan(&db, threads);
+        assert!(other == one, "{threads:?} differs from one thread");
+    }
+}
+
 /// The same on the workspace Maka wrote (when unpacked): its shape (2,000 sessions,
 /// 22k runs, 37k operations) with Maka's own damage; `tests/maka_bench.rs` checks the
 /// one-thread report against Maka's verdict.

@@ -432,6 +432,19 @@ pub struct Walker {
     /// many bits are set; see `dispatched_rows_explained`.
     vouched_bits: Vec<u64>,
     vouched: u64,
+    /// Expected operations closed but not yet compared with the stored projection,
+    /// in closing order, while the comparisons happen elsewhere (see
+    /// [`Walker::defer_projection_checks`]); `None` when they happen as each closes.
+    deferred: Option<Vec<ProjectionCheck>>,
+}
+
+/// An expected operation whose stored projection rows are compared away from the
+/// walk: what [`Walker`] needs to finish with it once the answer is known.
+pub struct ProjectionCheck {
+    op: Operation,
+    /// Its index among the scanner's bound operations, when it closed.
+    bound: Option<usize>,
+    commits: projection::OperationCommits,
 }
 
 impl Default for Walker {
@@ -466,7 +479,25 @@ impl Walker {
             supersession: Vec::new(),
             vouched_bits: Vec::new(),
             vouched: 0,
+            deferred: None,
         }
+    }
+
+    /// From now on, an expected operation is not compared with the stored projection
+    /// when it closes: it waits in [`Walker::take_projection_checks`] until a batch
+    /// carries it to where the digests are ([`EventBatch::check_projections`]), and is
+    /// finished when that batch is walked. Lets another thread do the hashing; the
+    /// findings come out in the same order. [`Walker::finish`] settles what is left.
+    pub fn defer_projection_checks(&mut self) {
+        self.deferred.get_or_insert_with(Vec::new);
+    }
+
+    /// The operations waiting to be compared, oldest first.
+    pub fn take_projection_checks(&mut self) -> Vec<ProjectionCheck> {
+        self.deferred
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Keep a [`RunReport`] (and header) for every run, not only for runs that are not
@@ -673,7 +704,7 @@ impl Walker {
     /// Assesses and drops the current invocation's runs and operations.
     fn close_invocation(&mut self, store: &mut dyn ScanStore) -> Result<(), DbError> {
         let ops = self.scanner.close_invocation();
-        for op in &ops {
+        for op in ops {
             self.close_operation(op, store)?;
         }
         let runs = std::mem::take(&mut self.inv_runs);
@@ -701,48 +732,107 @@ impl Walker {
         Ok(())
     }
 
-    fn close_operation(
-        &mut self,
-        op: &Operation,
-        store: &mut dyn ScanStore,
-    ) -> Result<(), DbError> {
-        let op_id = op.operation_id.clone().unwrap_or_default();
-        if let Some(f) = projection::unsettled_finding(op) {
-            self.unsettled.push((op_id.clone(), f));
+    fn close_operation(&mut self, op: Operation, store: &mut dyn ScanStore) -> Result<(), DbError> {
+        if let Some(f) = projection::unsettled_finding(&op) {
+            self.unsettled
+                .push((op.operation_id.clone().unwrap_or_default(), f));
         }
-        let matches =
-            projection::is_expected(op) && store.projection_matches(op, &self.inv_commits);
-        if let Some(ix) = self.scanner.bound_index(&op_id).filter(|_| matches) {
-            let (word, bit) = (ix / 64, 1u64 << (ix % 64));
-            if self.vouched_bits.len() <= word {
-                self.vouched_bits.resize(word + 1, 0);
-            }
-            if self.vouched_bits[word] & bit == 0 {
-                self.vouched_bits[word] |= bit;
-                self.vouched += 1;
-            }
-        }
-        if projection::is_expected(op) && !matches {
-            let id = op_id.to_string();
-            let stored = store.operation(&id)?;
-            let journal = store.journal(&id)?;
-            for f in projection::operation_projection_findings(
-                op,
-                stored.as_ref(),
-                &journal,
-                &self.inv_commits,
-            ) {
-                self.projection.push((op_id.clone(), f));
-            }
-        }
-        if projection::has_duplicates(op, self.scanner.issues()) {
+        if projection::has_duplicates(&op, self.scanner.issues()) {
             let stored = store
                 .operation_by_call(&op.invocation_id.to_string(), &op.tool_call_id.to_string())?;
             self.supersession.extend(projection::operation_groups(
-                op,
+                &op,
                 self.scanner.issues(),
                 stored.as_ref(),
             ));
+        }
+        if !projection::is_expected(&op) {
+            return Ok(());
+        }
+        let bound = self
+            .scanner
+            .bound_index(&op.operation_id.clone().unwrap_or_default());
+        let commits = projection::commits_of(&op, &self.inv_commits);
+        match &mut self.deferred {
+            Some(waiting) => waiting.push(ProjectionCheck { op, bound, commits }),
+            None => {
+                let matches = store.projection_matches(&op, &self.inv_commits);
+                // The invocation's own commits here (the reduced map only elsewhere).
+                let all = std::mem::take(&mut self.inv_commits);
+                let check = ProjectionCheck { op, bound, commits };
+                let settled = self.settle_check(check, matches, Some(&all), store);
+                self.inv_commits = all;
+                settled?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Finishes an expected operation once it is known whether the store vouched for
+    /// its projection rows: counted if so, else looked up and compared row by row, with
+    /// `commits_seen` (the invocation's commits) when given, else the two it carries.
+    fn settle_check(
+        &mut self,
+        check: ProjectionCheck,
+        matches: bool,
+        commits_seen: Option<&HashMap<String, i64>>,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
+        let ProjectionCheck { op, bound, commits } = check;
+        if matches {
+            if let Some(ix) = bound {
+                let (word, bit) = (ix / 64, 1u64 << (ix % 64));
+                if self.vouched_bits.len() <= word {
+                    self.vouched_bits.resize(word + 1, 0);
+                }
+                if self.vouched_bits[word] & bit == 0 {
+                    self.vouched_bits[word] |= bit;
+                    self.vouched += 1;
+                }
+            }
+            return Ok(());
+        }
+        let op_id = op.operation_id.clone().unwrap_or_default();
+        let id = op_id.to_string();
+        let stored = store.operation(&id)?;
+        let journal = store.journal(&id)?;
+        let carried;
+        let commits = match commits_seen {
+            Some(all) => all,
+            None => {
+                carried = projection::commit_map(&op, commits);
+                &carried
+            }
+        };
+        for f in projection::operation_projection_findings(&op, stored.as_ref(), &journal, commits)
+        {
+            self.projection.push((op_id.clone(), f));
+        }
+        Ok(())
+    }
+
+    /// Finishes the operations `batch` carried, with the answers found where it was
+    /// decoded ([`EventBatch::check_projections`]). Call before walking its rows.
+    pub fn settle_batch_checks(
+        &mut self,
+        batch: &mut EventBatch,
+        store: &mut dyn ScanStore,
+    ) -> Result<(), DbError> {
+        let checks = std::mem::take(&mut batch.checks);
+        debug_assert_eq!(checks.len(), batch.verdicts.len());
+        for (c, &v) in checks.into_iter().zip(&batch.verdicts) {
+            self.settle_check(c, v, None, store)?;
+        }
+        batch.verdicts.clear();
+        Ok(())
+    }
+
+    /// Stops deferring: compares and finishes every operation still waiting, here.
+    fn settle_deferred(&mut self, store: &mut dyn ScanStore) -> Result<(), DbError> {
+        for c in self.deferred.take().unwrap_or_default() {
+            let matches =
+                store.projection_matches(&c.op, &projection::commit_map(&c.op, c.commits));
+            self.settle_check(c, matches, None, store)?;
         }
         Ok(())
     }
@@ -811,6 +901,7 @@ impl Walker {
         store: &mut dyn ScanStore,
         tables: Tables,
     ) -> Result<ScanReport, DbError> {
+        self.settle_deferred(store)?;
         self.close_invocation(store)?;
         // Runs whose rows came back in a later invocation: from all their rows.
         for (s, r) in std::mem::take(&mut self.split_runs) {
@@ -1071,6 +1162,11 @@ pub struct EventBatch {
     args_hashes: Vec<Option<Option<String>>>,
     /// Per row, the walk's hash of its event id, computed there too.
     id_hashes: Vec<u128>,
+    /// Operations the walk closed before this batch was sent, to compare with the
+    /// stored projection where it is decoded ([`Walker::defer_projection_checks`]),
+    /// and the answers, in the same order.
+    checks: Vec<ProjectionCheck>,
+    verdicts: Vec<bool>,
 }
 
 /// One row of an [`EventBatch`]: where its fields end in the buffers.
@@ -1152,6 +1248,22 @@ impl EventBatch {
             self.decoded.push(d);
             self.id_hashes.push(id_hash);
         }
+    }
+
+    /// Carries `checks` ([`Walker::take_projection_checks`]) to where it is decoded.
+    pub fn carry_checks(&mut self, checks: Vec<ProjectionCheck>) {
+        debug_assert!(self.checks.is_empty());
+        self.checks = checks;
+    }
+
+    /// Compares each operation carried with the stored projection's digests.
+    pub fn check_projections(&mut self, digests: &projection::StoredDigests) {
+        self.verdicts.clear();
+        self.verdicts.extend(
+            self.checks
+                .iter()
+                .map(|c| digests.matches_at(&c.op, c.commits)),
+        );
     }
 
     /// Row `i` without its payload (the walk does not read it).

@@ -802,6 +802,38 @@ impl JournalHasher {
     }
 }
 
+/// The `committed_at` of an operation's dispatch and response events, as far as the
+/// walk saw them: all [`StoredDigests::matches`] and [`operation_diffs`] read of the
+/// invocation's commits. Taken when the operation closes, so that the comparison can
+/// happen later, on another thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OperationCommits {
+    pub dispatch: Option<i64>,
+    pub response: Option<i64>,
+}
+
+/// What `commits` (event id to `committed_at`) holds for `op`'s dispatch and response.
+pub fn commits_of(op: &Operation, commits: &HashMap<String, i64>) -> OperationCommits {
+    let of = |id: &JsStr| commits.get(&*t(id)).copied();
+    OperationCommits {
+        dispatch: op.dispatch.as_ref().and_then(|d| of(&d.event_id)),
+        response: op.response.as_ref().and_then(|r| of(&r.event_id)),
+    }
+}
+
+/// The commits map [`commits_of`] was read from, reduced to those two entries: the
+/// same answers for `op`.
+pub fn commit_map(op: &Operation, at: OperationCommits) -> HashMap<String, i64> {
+    let mut m = HashMap::default();
+    if let (Some(d), Some(c)) = (&op.dispatch, at.dispatch) {
+        m.insert(t(&d.event_id).into_owned(), c);
+    }
+    if let (Some(r), Some(c)) = (&op.response, at.response) {
+        m.insert(t(&r.event_id).into_owned(), c);
+    }
+    m
+}
+
 /// Digests of the stored tool projections, one per operation id, read once in table
 /// order: lets the walk skip the point lookups of an operation whose stored rows are
 /// exactly the rows Maka's rebuild writes (the usual case). A digest is a 128-bit sum
@@ -955,6 +987,11 @@ impl StoredDigests {
     /// Whether the stored rows of `op`'s operation id are exactly the rebuild's
     /// (then [`operation_diffs`] is empty); `false` means "look them up".
     pub fn matches(&self, op: &Operation, commits: &HashMap<String, i64>) -> bool {
+        self.matches_at(op, commits_of(op, commits))
+    }
+
+    /// [`StoredDigests::matches`] with the commits it reads ([`commits_of`]).
+    pub fn matches_at(&self, op: &Operation, at: OperationCommits) -> bool {
         // The rows of `expected_row` and `expected_journal`, hashed from borrowed text.
         let (Some(op_id), Some(d)) = (op.operation_id.as_ref(), op.dispatch.as_ref()) else {
             return false;
@@ -993,7 +1030,7 @@ impl StoredDigests {
             Some(&dispatch),
         );
         // A journal row's id is `{operation}_{suffix}` (see `expected_journal`).
-        let journal = |suffix: &str, state: &str, event: &str| {
+        let journal = |suffix: &str, state: &str, event: &str, committed_at: Option<i64>| {
             let texts = [&op_id, &inv, &run, &turn, state].map(|t| Joined(t, ""));
             self.journal_hash(
                 [
@@ -1005,14 +1042,15 @@ impl StoredDigests {
                     texts[4],
                 ],
                 [Some(event), Some(&args), Some(mode), None],
-                commits.get(event).copied().unwrap_or_default(),
+                committed_at.unwrap_or_default(),
             )
         };
-        sum = sum.wrapping_add(journal("_prepared", "prepared", &dispatch));
+        let prepared = journal("_prepared", "prepared", &dispatch, at.dispatch);
+        sum = sum.wrapping_add(prepared);
         if let Some(r) = &result {
-            sum = sum.wrapping_add(journal("_outcome", "outcome_committed", r));
+            sum = sum.wrapping_add(journal("_outcome", "outcome_committed", r, at.response));
         }
-        debug_assert_eq!(sum, self.expected_sum(op, commits));
+        debug_assert_eq!(sum, self.expected_sum(op, &commit_map(op, at)));
         sum == join(stored)
     }
 
