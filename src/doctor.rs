@@ -801,7 +801,7 @@ fn walk_events<'scope>(
 ) -> Result<(), DbError> {
     let (to_decoder, decoder_rx) = std::sync::mpsc::channel::<EventBatch>();
     let (decoder_tx, from_decoder) = std::sync::mpsc::channel::<EventBatch>();
-    let rules = walker.rules().decoder;
+    let rules = walker.rules();
     let ids = walker.event_hasher();
     // With a decoder thread, it also compares the closed operations with the stored
     // projection's digests (most of that is hashing): the walk's thread is the busier.
@@ -904,7 +904,7 @@ struct Pipeline {
     at_decoder: usize,
     max_at_decoder: usize,
     spare: Vec<EventBatch>,
-    rules: crate::release::rules::DecoderRules,
+    rules: crate::release::Rules,
     ids: EventHasher,
     /// Set when the walk defers its projection checks to where batches are decoded.
     digests: Option<Arc<crate::scan::projection::StoredDigests>>,

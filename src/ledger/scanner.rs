@@ -737,6 +737,18 @@ impl ToolLedgerScanner {
         event: &RuntimeEvent,
         args_hash: Option<Option<String>>,
     ) -> Result<(), ScanOrderError> {
+        self.push_prepared(event, args_hash, None)
+    }
+
+    /// [`ToolLedgerScanner::push_with_args_hash`] of an event whose lane,
+    /// `tool_ledger_lane_as(event, dispatch_parent_refs)` under this scan's options, is
+    /// already known (`lane`; `None` finds it here).
+    pub fn push_prepared(
+        &mut self,
+        event: &RuntimeEvent,
+        args_hash: Option<Option<String>>,
+        lane: Option<Option<Lane>>,
+    ) -> Result<(), ScanOrderError> {
         self.enter_invocation(event)?;
 
         if !self.options.assume_unique_event_ids {
@@ -749,7 +761,9 @@ impl ToolLedgerScanner {
 
         let spine = self.spine_of(event);
 
-        let Some(lane) = tool_ledger_lane_as(event, self.options.dispatch_parent_refs) else {
+        let lane =
+            lane.unwrap_or_else(|| tool_ledger_lane_as(event, self.options.dispatch_parent_refs));
+        let Some(lane) = lane else {
             self.add_issue(None, IssueCode::SemanticLaneConflict, event, None, None);
             return Ok(());
         };

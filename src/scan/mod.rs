@@ -41,7 +41,8 @@ use crate::findings::Finding;
 use crate::header::{decode_header_as, HeaderFacts, RunHeader};
 use crate::json::JsStr;
 use crate::ledger::scanner::{
-    IssueCode, LateTouch, Operation, ScanOptions as ScannerOptions, ToolLedgerScanner,
+    tool_ledger_lane_as, IssueCode, Lane, LateTouch, Operation, ScanOptions as ScannerOptions,
+    ToolLedgerScanner,
 };
 use crate::release::rules::{DecoderRules, HeaderRules};
 use crate::release::Rules;
@@ -554,8 +555,7 @@ impl Walker {
         self.push_decoded(
             row,
             decoded.as_deref().map_err(String::as_str),
-            None,
-            None,
+            Prepared::default(),
             store,
         )
     }
@@ -572,12 +572,15 @@ impl Walker {
     ) -> Result<(), DbError> {
         debug_assert_eq!(batch.decoded.len(), batch.rows.len());
         for (i, d) in batch.decoded.iter().enumerate() {
-            let args_hash = batch.args_hashes[i].take();
+            let prepared = Prepared {
+                args_hash: batch.args_hashes[i].take(),
+                id_hash: Some(batch.id_hashes[i]),
+                lane: batch.lanes[i],
+            };
             self.push_decoded(
                 &batch.row(i),
                 d.as_deref().map_err(String::as_str),
-                args_hash,
-                Some(batch.id_hashes[i]),
+                prepared,
                 store,
             )?;
         }
@@ -624,15 +627,18 @@ impl Walker {
         Ok(explained == rows)
     }
 
-    /// `args_hash`: see [`ToolLedgerScanner::push_with_args_hash`].
     fn push_decoded(
         &mut self,
         row: &EventRowRef<'_>,
         decoded: Result<&RuntimeEvent, &str>,
-        args_hash: Option<Option<String>>,
-        id_hash: Option<u128>,
+        prepared: Prepared,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
+        let Prepared {
+            args_hash,
+            id_hash,
+            lane,
+        } = prepared;
         self.events += 1;
         if self.current_invocation.as_deref() != Some(&*row.invocation_id) {
             self.close_invocation(store)?;
@@ -674,7 +680,7 @@ impl Walker {
                     self.inv_commits.insert(id.to_owned(), row.committed_at);
                 }
                 // Rows arrive in store order, so the scanner's order check cannot fail.
-                let pushed = self.scanner.push_with_args_hash(event, args_hash);
+                let pushed = self.scanner.push_prepared(event, args_hash, lane);
                 debug_assert!(pushed.is_ok());
             }
         }
@@ -1167,11 +1173,25 @@ pub struct EventBatch {
     args_hashes: Vec<Option<Option<String>>>,
     /// Per row, the walk's hash of its event id, computed there too.
     id_hashes: Vec<u128>,
+    /// Per row, its decoded event's tool-ledger lane (`None` when it did not decode).
+    lanes: Vec<Option<Option<Lane>>>,
     /// Operations the walk closed before this batch was sent, to compare with the
     /// stored projection where it is decoded ([`Walker::defer_projection_checks`]),
     /// and the answers, in the same order.
     checks: Vec<ProjectionCheck>,
     verdicts: Vec<bool>,
+}
+
+/// What the thread that decoded an event worked out for the walk beside it; `None`
+/// (the default) is worked out by the walk.
+#[derive(Default)]
+struct Prepared {
+    /// See [`ToolLedgerScanner::push_with_args_hash`].
+    args_hash: Option<Option<String>>,
+    /// The walk's hash of the event id.
+    id_hash: Option<u128>,
+    /// See [`ToolLedgerScanner::push_prepared`].
+    lane: Option<Option<Lane>>,
 }
 
 /// One row of an [`EventBatch`]: where its fields end in the buffers.
@@ -1228,10 +1248,11 @@ impl EventBatch {
 
     /// Decodes every row, as [`Walker::push_row`] would under the same rules, and
     /// hashes its event id with `ids` (the walk's [`Walker::event_hasher`]).
-    pub fn decode(&mut self, rules: &DecoderRules, ids: &EventHasher) {
+    pub fn decode(&mut self, rules: &Rules, ids: &EventHasher) {
         self.decoded.clear();
         self.args_hashes.clear();
         self.id_hashes.clear();
+        self.lanes.clear();
         for i in 0..self.rows.len() {
             let from = if i == 0 {
                 0
@@ -1242,7 +1263,12 @@ impl EventBatch {
             let mut row = self.row(i);
             let id_hash = ids.hash(&*row.event_id);
             row.payload_json = payload;
-            let d = decode_row_as(&row, rules);
+            let d = decode_row_as(&row, &rules.decoder);
+            self.lanes.push(
+                d.as_deref()
+                    .ok()
+                    .map(|e| tool_ledger_lane_as(e, rules.dispatch_parent_refs)),
+            );
             self.args_hashes.push(match d.as_deref() {
                 Ok(RuntimeEvent {
                     content: Some(Content::FunctionCall { name, args, .. }),
