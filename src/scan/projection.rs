@@ -837,7 +837,7 @@ pub fn commit_map(op: &Operation, at: OperationCommits) -> HashMap<String, i64> 
 /// Digests of the stored tool projections, one per operation id, read once in table
 /// order: lets the walk skip the point lookups of an operation whose stored rows are
 /// exactly the rows Maka's rebuild writes (the usual case). A digest is a 128-bit sum
-/// (keyed SipHash, random keys per scan) over the compared columns of the operation's
+/// (keyed XXH3-128, a random secret per scan) over the compared columns of the operation's
 /// `tool_operations` row and of each of its journal rows, so it is equal exactly when
 /// [`operation_diffs`] finds nothing, up to a 2^-128 chance; whenever it differs the
 /// caller does the exact lookups. Memory: one map entry per operation id, 24 bytes:
