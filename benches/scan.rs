@@ -376,6 +376,10 @@ fn main() -> Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
+    // The ratios are medians of the rounds: none would have none.
+    if rounds == 0 {
+        bail!("--rounds must be at least 1");
+    }
     let mut cases = Vec::new();
     let bench = if with_bench || !real_sizes.is_empty() {
         maka_bench_workspace()?
