@@ -24,6 +24,7 @@ pub mod diagnosis;
 pub mod facts;
 pub mod files;
 pub mod quarantine;
+mod raw;
 pub mod rows;
 pub mod schema;
 pub mod session;

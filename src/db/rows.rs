@@ -122,8 +122,27 @@ pub struct SchemaFacts {
     pub capabilities: Option<BTreeMap<String, i64>>,
 }
 
-pub(super) fn text(row: &Row<'_>, i: usize) -> rusqlite::Result<String> {
-    Ok(match row.get_ref(i)? {
+/// The columns of the row a statement is on, as rusqlite's [`Row`] gives them or as a
+/// statement stepped through SQLite's C API does ([`super::raw::RawRows`], for the
+/// passes over whole tables).
+pub(super) trait Columns {
+    fn value(&self, i: usize) -> rusqlite::Result<ValueRef<'_>>;
+}
+
+impl Columns for Row<'_> {
+    fn value(&self, i: usize) -> rusqlite::Result<ValueRef<'_>> {
+        self.get_ref(i)
+    }
+}
+
+impl Columns for super::raw::RawRows<'_> {
+    fn value(&self, i: usize) -> rusqlite::Result<ValueRef<'_>> {
+        super::raw::RawRows::value(self, i)
+    }
+}
+
+pub(super) fn text(row: &(impl Columns + ?Sized), i: usize) -> rusqlite::Result<String> {
+    Ok(match row.value(i)? {
         ValueRef::Null => String::new(),
         ValueRef::Integer(n) => n.to_string(),
         ValueRef::Real(f) => f.to_string(),
@@ -154,15 +173,23 @@ fn ascii(b: &[u8]) -> Option<&str> {
         .then(|| unsafe { std::str::from_utf8_unchecked(b) })
 }
 
-pub(super) fn opt_text(row: &Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    Ok(match row.get_ref(i)? {
+pub(super) fn opt_text(
+    row: &(impl Columns + ?Sized),
+    i: usize,
+) -> rusqlite::Result<Option<String>> {
+    Ok(match row.value(i)? {
         ValueRef::Null => None,
         _ => Some(text(row, i)?),
     })
 }
 
-pub(super) fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
-    Ok(match row.get_ref(i)? {
+pub(super) fn int(row: &(impl Columns + ?Sized), i: usize) -> rusqlite::Result<i64> {
+    Ok(int_of(row.value(i)?))
+}
+
+/// A value as [`int`] reads it.
+fn int_of(v: ValueRef<'_>) -> i64 {
+    match v {
         ValueRef::Integer(n) => n,
         ValueRef::Real(f) => f as i64,
         ValueRef::Text(b) => std::str::from_utf8(b)
@@ -170,7 +197,7 @@ pub(super) fn int(row: &Row<'_>, i: usize) -> rusqlite::Result<i64> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(0),
         _ => 0,
-    })
+    }
 }
 
 /// The order of Maka's health scan and projection rebuild, with the columns the scan
@@ -582,19 +609,20 @@ impl Workspace {
         } else {
             None
         };
-        let mut stmt = self
-            .conn()
-            .prepare("SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events")
-            .map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
+        let mut rows = super::raw::RawRows::prepare(
+            self.conn(),
+            "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events",
+        )
+        .map_err(e)?;
         let mut key = (String::new(), String::new());
         let mut turn: Option<String> = None;
-        while let Some(r) = rows.next().map_err(e)? {
+        while rows.step().map_err(e)? {
+            let r = &rows;
             let (s, run) = (text_ref(r, 0).map_err(e)?, text_ref(r, 1).map_err(e)?);
             if key.0 != *s || key.1 != *run {
                 // Only text keys can be the caller's (its keys are text).
                 let text_keys = matches!(
-                    (r.get_ref(0).map_err(e)?, r.get_ref(1).map_err(e)?),
+                    (r.value(0).map_err(e)?, r.value(1).map_err(e)?),
                     (ValueRef::Text(a), ValueRef::Text(b))
                         if std::str::from_utf8(a).is_ok() && std::str::from_utf8(b).is_ok()
                 );
@@ -611,10 +639,10 @@ impl Workspace {
                     (None, None, Some(h)) => {
                         // The row's own values, so that the lookup is the join's.
                         use rusqlite::types::ToSqlOutput::Borrowed;
-                        let (sv, rv) = (r.get_ref(0).map_err(e)?, r.get_ref(1).map_err(e)?);
+                        let (sv, rv) = (r.value(0).map_err(e)?, r.value(1).map_err(e)?);
                         let mut found = h.query([Borrowed(sv), Borrowed(rv)]).map_err(e)?;
                         let t = match found.next().map_err(e)? {
-                            Some(hr) => match hr.get_ref(0).map_err(e)? {
+                            Some(hr) => match hr.value(0).map_err(e)? {
                                 ValueRef::Text(b) => Some(String::from_utf8_lossy(b).into_owned()),
                                 _ => None,
                             },
@@ -681,13 +709,18 @@ pub struct EventRowRef<'a> {
     pub committed_at: i64,
 }
 
-fn text_ref<'a>(row: &'a Row<'_>, i: usize) -> rusqlite::Result<Cow<'a, str>> {
-    Ok(match row.get_ref(i)? {
+fn text_ref<'a, C: Columns + ?Sized>(row: &'a C, i: usize) -> rusqlite::Result<Cow<'a, str>> {
+    Ok(text_of(row.value(i)?))
+}
+
+/// A value as [`text_ref`] reads it.
+fn text_of(v: ValueRef<'_>) -> Cow<'_, str> {
+    match v {
         ValueRef::Null => Cow::Borrowed(""),
         ValueRef::Integer(n) => Cow::Owned(n.to_string()),
         ValueRef::Real(f) => Cow::Owned(f.to_string()),
         ValueRef::Text(b) | ValueRef::Blob(b) => lossy(b),
-    })
+    }
 }
 
 const HEADER_COLUMNS: &str = "session_id, run_id, created_at, record_json";
@@ -698,7 +731,7 @@ const JOURNAL_COLUMNS: &str = "journal_seq, journal_event_id, operation_id, invo
      run_id, turn_id, state, runtime_event_id, canonical_args_hash, recovery_mode, \
      metadata_json, committed_at";
 
-fn header_row(r: &Row<'_>) -> rusqlite::Result<HeaderRow> {
+fn header_row(r: &(impl Columns + ?Sized)) -> rusqlite::Result<HeaderRow> {
     Ok(HeaderRow {
         session_id: text(r, 0)?,
         run_id: text(r, 1)?,
@@ -784,22 +817,24 @@ impl Workspace {
         mut f: impl for<'a> FnMut(EventRowRef<'a>, &'a [u8]) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self.conn().prepare(EVENTS_IN_SCAN_ORDER).map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
-        while let Some(r) = rows.next().map_err(e)? {
+        // Through SQLite's C API: see `raw`.
+        let mut rows =
+            super::raw::RawRows::prepare(self.conn(), EVENTS_IN_SCAN_ORDER).map_err(e)?;
+        while rows.step().map_err(e)? {
+            let r = &rows;
             let row = EventRowRef {
-                event_id: text_ref(r, 0).map_err(e)?,
-                session_id: text_ref(r, 1).map_err(e)?,
-                invocation_id: text_ref(r, 2).map_err(e)?,
-                run_id: text_ref(r, 3).map_err(e)?,
-                turn_id: text_ref(r, 4).map_err(e)?,
-                event_seq: int(r, 5).map_err(e)?,
+                event_id: text_of(r.value(0).map_err(e)?),
+                session_id: text_of(r.value(1).map_err(e)?),
+                invocation_id: text_of(r.value(2).map_err(e)?),
+                run_id: text_of(r.value(3).map_err(e)?),
+                turn_id: text_of(r.value(4).map_err(e)?),
+                event_seq: int_of(r.value(5).map_err(e)?),
                 payload_json: Cow::Borrowed(""),
-                committed_at: int(r, 7).map_err(e)?,
+                committed_at: int_of(r.value(7).map_err(e)?),
             };
-            match r.get_ref(6).map_err(e)? {
+            match r.value(6).map_err(e)? {
                 ValueRef::Text(b) | ValueRef::Blob(b) => f(row, b)?,
-                _ => f(row, text_ref(r, 6).map_err(e)?.as_bytes())?,
+                v => f(row, text_of(v).as_bytes())?,
             }
         }
         Ok(())
@@ -981,12 +1016,13 @@ impl Workspace {
     /// Streams the ordinal rows in primary-key order: `(session_id, ordinal, event_id)`.
     pub fn for_each_ordinal(&self, mut f: impl FnMut(&str, i64, &str)) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self
-            .conn()
-            .prepare("SELECT session_id, ordinal, event_id FROM runtime_session_event_ordinals")
-            .map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
-        while let Some(r) = rows.next().map_err(e)? {
+        let mut rows = super::raw::RawRows::prepare(
+            self.conn(),
+            "SELECT session_id, ordinal, event_id FROM runtime_session_event_ordinals",
+        )
+        .map_err(e)?;
+        while rows.step().map_err(e)? {
+            let r = &rows;
             f(
                 &text_ref(r, 0).map_err(e)?,
                 int(r, 1).map_err(e)?,
@@ -999,8 +1035,8 @@ impl Workspace {
 
 /// Whether column `i` is text that is valid UTF-8 (so that reading it as text and
 /// comparing it with a bound text parameter agree).
-fn is_utf8_text(row: &Row<'_>, i: usize) -> rusqlite::Result<bool> {
-    Ok(matches!(row.get_ref(i)?, ValueRef::Text(b) if std::str::from_utf8(b).is_ok()))
+fn is_utf8_text(row: &(impl Columns + ?Sized), i: usize) -> rusqlite::Result<bool> {
+    Ok(matches!(row.value(i)?, ValueRef::Text(b) if std::str::from_utf8(b).is_ok()))
 }
 
 /// One `tool_operations` row as SQLite hands it out (valid during the callback),
@@ -1025,8 +1061,11 @@ pub struct JournalRowRef<'a> {
     pub committed_at: i64,
 }
 
-fn opt_text_ref<'a>(row: &'a Row<'_>, i: usize) -> rusqlite::Result<Option<Cow<'a, str>>> {
-    Ok(match row.get_ref(i)? {
+fn opt_text_ref<'a, C: Columns + ?Sized>(
+    row: &'a C,
+    i: usize,
+) -> rusqlite::Result<Option<Cow<'a, str>>> {
+    Ok(match row.value(i)? {
         ValueRef::Null => None,
         _ => Some(text_ref(row, i)?),
     })
@@ -1040,12 +1079,13 @@ impl Workspace {
         mut f: impl FnMut(&OperationRowRef<'_>, bool),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self
-            .conn()
-            .prepare(&format!("SELECT {OPERATION_COLUMNS} FROM tool_operations"))
-            .map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
-        while let Some(r) = rows.next().map_err(e)? {
+        let mut rows = super::raw::RawRows::prepare(
+            self.conn(),
+            &format!("SELECT {OPERATION_COLUMNS} FROM tool_operations"),
+        )
+        .map_err(e)?;
+        while rows.step().map_err(e)? {
+            let r = &rows;
             let t = |i| text_ref(r, i).map_err(e);
             let row = OperationRowRef {
                 operation_id: t(0)?,
@@ -1076,14 +1116,13 @@ impl Workspace {
         mut f: impl FnMut(&JournalRowRef<'_>, bool),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self
-            .conn()
-            .prepare(&format!(
-                "SELECT {JOURNAL_COLUMNS} FROM tool_journal_events"
-            ))
-            .map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
-        while let Some(r) = rows.next().map_err(e)? {
+        let mut rows = super::raw::RawRows::prepare(
+            self.conn(),
+            &format!("SELECT {JOURNAL_COLUMNS} FROM tool_journal_events"),
+        )
+        .map_err(e)?;
+        while rows.step().map_err(e)? {
+            let r = &rows;
             let t = |i| text_ref(r, i).map_err(e);
             let o = |i| opt_text_ref(r, i).map_err(e);
             let row = JournalRowRef {
@@ -1102,12 +1141,13 @@ impl Workspace {
     /// `session_id` and `run_id` are UTF-8 text.
     pub fn for_each_header_row(&self, mut f: impl FnMut(&HeaderRow, bool)) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self
-            .conn()
-            .prepare(&format!("SELECT {HEADER_COLUMNS} FROM core_agent_runs"))
-            .map_err(e)?;
-        let mut rows = stmt.query([]).map_err(e)?;
-        while let Some(r) = rows.next().map_err(e)? {
+        let mut rows = super::raw::RawRows::prepare(
+            self.conn(),
+            &format!("SELECT {HEADER_COLUMNS} FROM core_agent_runs"),
+        )
+        .map_err(e)?;
+        while rows.step().map_err(e)? {
+            let r = &rows;
             let keys_ok = is_utf8_text(r, 0).map_err(e)? && is_utf8_text(r, 1).map_err(e)?;
             f(&header_row(r).map_err(e)?, keys_ok);
         }
