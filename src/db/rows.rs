@@ -609,63 +609,62 @@ impl Workspace {
         } else {
             None
         };
-        let mut rows = super::raw::RawRows::prepare(
-            self.conn(),
-            "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events",
-        )
-        .map_err(e)?;
         let mut key = (String::new(), String::new());
         let mut turn: Option<String> = None;
-        while rows.step().map_err(e)? {
-            let r = &rows;
-            let (s, run) = (text_ref(r, 0).map_err(e)?, text_ref(r, 1).map_err(e)?);
-            if key.0 != *s || key.1 != *run {
-                // Only text keys can be the caller's (its keys are text).
-                let text_keys = matches!(
-                    (r.value(0).map_err(e)?, r.value(1).map_err(e)?),
-                    (ValueRef::Text(a), ValueRef::Text(b))
-                        if std::str::from_utf8(a).is_ok() && std::str::from_utf8(b).is_ok()
-                );
-                key = (s.into_owned(), run.into_owned());
-                let known = if text_keys {
-                    known_turn(&key.0, &key.1)
-                } else {
-                    None
-                };
-                turn = match (known, turns.get(&key), header.as_mut()) {
-                    (Some(t), _, _) => Some(t),
-                    (None, Some(t), _) => t.clone(),
-                    (None, None, None) => None,
-                    (None, None, Some(h)) => {
-                        // The row's own values, so that the lookup is the join's.
-                        use rusqlite::types::ToSqlOutput::Borrowed;
-                        let (sv, rv) = (r.value(0).map_err(e)?, r.value(1).map_err(e)?);
-                        let mut found = h.query([Borrowed(sv), Borrowed(rv)]).map_err(e)?;
-                        let t = match found.next().map_err(e)? {
-                            Some(hr) => match hr.value(0).map_err(e)? {
-                                ValueRef::Text(b) => Some(String::from_utf8_lossy(b).into_owned()),
-                                _ => None,
-                            },
-                            None => None,
-                        };
-                        if turns.len() >= REMEMBERED {
-                            turns.clear();
+        self.for_each_raw_row(
+            "SELECT session_id, run_id, sequence, record_json FROM core_agent_run_events",
+            |r| {
+                let (s, run) = (text_ref(r, 0).map_err(e)?, text_ref(r, 1).map_err(e)?);
+                if key.0 != *s || key.1 != *run {
+                    // Only text keys can be the caller's (its keys are text).
+                    let text_keys = matches!(
+                        (r.value(0).map_err(e)?, r.value(1).map_err(e)?),
+                        (ValueRef::Text(a), ValueRef::Text(b))
+                            if std::str::from_utf8(a).is_ok() && std::str::from_utf8(b).is_ok()
+                    );
+                    key = (s.into_owned(), run.into_owned());
+                    let known = if text_keys {
+                        known_turn(&key.0, &key.1)
+                    } else {
+                        None
+                    };
+                    turn = match (known, turns.get(&key), header.as_mut()) {
+                        (Some(t), _, _) => Some(t),
+                        (None, Some(t), _) => t.clone(),
+                        (None, None, None) => None,
+                        (None, None, Some(h)) => {
+                            // The row's own values, so that the lookup is the join's.
+                            use rusqlite::types::ToSqlOutput::Borrowed;
+                            let (sv, rv) = (r.value(0).map_err(e)?, r.value(1).map_err(e)?);
+                            let mut found = h.query([Borrowed(sv), Borrowed(rv)]).map_err(e)?;
+                            let t = match found.next().map_err(e)? {
+                                Some(hr) => match hr.value(0).map_err(e)? {
+                                    ValueRef::Text(b) => {
+                                        Some(String::from_utf8_lossy(b).into_owned())
+                                    }
+                                    _ => None,
+                                },
+                                None => None,
+                            };
+                            if turns.len() >= REMEMBERED {
+                                turns.clear();
+                            }
+                            turns.insert(key.clone(), t.clone());
+                            t
                         }
-                        turns.insert(key.clone(), t.clone());
-                        t
-                    }
-                };
-            }
-            let record = text_ref(r, 3).map_err(e)?;
-            f(
-                &key.0,
-                &key.1,
-                int(r, 2).map_err(e)?,
-                &record,
-                turn.as_deref(),
-            );
-        }
-        Ok(())
+                    };
+                }
+                let record = text_ref(r, 3).map_err(e)?;
+                f(
+                    &key.0,
+                    &key.1,
+                    int(r, 2).map_err(e)?,
+                    &record,
+                    turn.as_deref(),
+                );
+                Ok(())
+            },
+        )
     }
 
     /// Whether `session_metadata` has a row for the session.
@@ -809,6 +808,21 @@ impl Workspace {
         self.events_in_scan_order(|row, payload| f(&row, payload))
     }
 
+    /// Steps `sql` (no parameters) through SQLite's C API ([`super::raw`]: the passes
+    /// over whole tables), calling `f` on each row.
+    fn for_each_raw_row(
+        &self,
+        sql: &str,
+        mut f: impl FnMut(&super::raw::RawRows<'_>) -> Result<(), DbError>,
+    ) -> Result<(), DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut rows = super::raw::RawRows::prepare(self.conn(), sql).map_err(e)?;
+        while rows.step().map_err(e)? {
+            f(&rows)?;
+        }
+        Ok(())
+    }
+
     /// What `for_each_event`, `for_each_event_ref` and `for_each_event_raw` read: each
     /// row without its payload text, and the payload's stored bytes (a value that is
     /// not text or a BLOB as [`text_ref`] renders it: ASCII, which [`lossy`] keeps).
@@ -818,10 +832,7 @@ impl Workspace {
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         // Through SQLite's C API: see `raw`.
-        let mut rows =
-            super::raw::RawRows::prepare(self.conn(), EVENTS_IN_SCAN_ORDER).map_err(e)?;
-        while rows.step().map_err(e)? {
-            let r = &rows;
+        self.for_each_raw_row(EVENTS_IN_SCAN_ORDER, |r| {
             let row = EventRowRef {
                 event_id: text_of(r.value(0).map_err(e)?),
                 session_id: text_of(r.value(1).map_err(e)?),
@@ -836,8 +847,8 @@ impl Workspace {
                 ValueRef::Text(b) | ValueRef::Blob(b) => f(row, b)?,
                 v => f(row, text_of(v).as_bytes())?,
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Every row of one run (through `runtime_events_by_run`), in scan order.
@@ -1016,20 +1027,17 @@ impl Workspace {
     /// Streams the ordinal rows in primary-key order: `(session_id, ordinal, event_id)`.
     pub fn for_each_ordinal(&self, mut f: impl FnMut(&str, i64, &str)) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut rows = super::raw::RawRows::prepare(
-            self.conn(),
+        self.for_each_raw_row(
             "SELECT session_id, ordinal, event_id FROM runtime_session_event_ordinals",
+            |r| {
+                f(
+                    &text_ref(r, 0).map_err(e)?,
+                    int(r, 1).map_err(e)?,
+                    &text_ref(r, 2).map_err(e)?,
+                );
+                Ok(())
+            },
         )
-        .map_err(e)?;
-        while rows.step().map_err(e)? {
-            let r = &rows;
-            f(
-                &text_ref(r, 0).map_err(e)?,
-                int(r, 1).map_err(e)?,
-                &text_ref(r, 2).map_err(e)?,
-            );
-        }
-        Ok(())
     }
 }
 
@@ -1079,34 +1087,31 @@ impl Workspace {
         mut f: impl FnMut(&OperationRowRef<'_>, bool),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut rows = super::raw::RawRows::prepare(
-            self.conn(),
+        self.for_each_raw_row(
             &format!("SELECT {OPERATION_COLUMNS} FROM tool_operations"),
+            |r| {
+                let t = |i| text_ref(r, i).map_err(e);
+                let row = OperationRowRef {
+                    operation_id: t(0)?,
+                    texts: [
+                        t(1)?,
+                        t(2)?,
+                        t(3)?,
+                        t(4)?,
+                        t(5)?,
+                        t(6)?,
+                        t(7)?,
+                        t(8)?,
+                        t(9)?,
+                    ],
+                    result_event_id: opt_text_ref(r, 10).map_err(e)?,
+                    version: int(r, 11).map_err(e)?,
+                    dispatch_event_id: opt_text_ref(r, 12).map_err(e)?,
+                };
+                f(&row, is_utf8_text(r, 0).map_err(e)?);
+                Ok(())
+            },
         )
-        .map_err(e)?;
-        while rows.step().map_err(e)? {
-            let r = &rows;
-            let t = |i| text_ref(r, i).map_err(e);
-            let row = OperationRowRef {
-                operation_id: t(0)?,
-                texts: [
-                    t(1)?,
-                    t(2)?,
-                    t(3)?,
-                    t(4)?,
-                    t(5)?,
-                    t(6)?,
-                    t(7)?,
-                    t(8)?,
-                    t(9)?,
-                ],
-                result_event_id: opt_text_ref(r, 10).map_err(e)?,
-                version: int(r, 11).map_err(e)?,
-                dispatch_event_id: opt_text_ref(r, 12).map_err(e)?,
-            };
-            f(&row, is_utf8_text(r, 0).map_err(e)?);
-        }
-        Ok(())
     }
 
     /// Streams every `tool_journal_events` row in table order, borrowed, with whether
@@ -1116,23 +1121,20 @@ impl Workspace {
         mut f: impl FnMut(&JournalRowRef<'_>, bool),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut rows = super::raw::RawRows::prepare(
-            self.conn(),
+        self.for_each_raw_row(
             &format!("SELECT {JOURNAL_COLUMNS} FROM tool_journal_events"),
+            |r| {
+                let t = |i| text_ref(r, i).map_err(e);
+                let o = |i| opt_text_ref(r, i).map_err(e);
+                let row = JournalRowRef {
+                    texts: [t(1)?, t(2)?, t(3)?, t(4)?, t(5)?, t(6)?],
+                    opts: [o(7)?, o(8)?, o(9)?, o(10)?],
+                    committed_at: int(r, 11).map_err(e)?,
+                };
+                f(&row, is_utf8_text(r, 2).map_err(e)?);
+                Ok(())
+            },
         )
-        .map_err(e)?;
-        while rows.step().map_err(e)? {
-            let r = &rows;
-            let t = |i| text_ref(r, i).map_err(e);
-            let o = |i| opt_text_ref(r, i).map_err(e);
-            let row = JournalRowRef {
-                texts: [t(1)?, t(2)?, t(3)?, t(4)?, t(5)?, t(6)?],
-                opts: [o(7)?, o(8)?, o(9)?, o(10)?],
-                committed_at: int(r, 11).map_err(e)?,
-            };
-            f(&row, is_utf8_text(r, 2).map_err(e)?);
-        }
-        Ok(())
     }
 }
 
@@ -1141,17 +1143,14 @@ impl Workspace {
     /// `session_id` and `run_id` are UTF-8 text.
     pub fn for_each_header_row(&self, mut f: impl FnMut(&HeaderRow, bool)) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
-        let mut rows = super::raw::RawRows::prepare(
-            self.conn(),
+        self.for_each_raw_row(
             &format!("SELECT {HEADER_COLUMNS} FROM core_agent_runs"),
+            |r| {
+                let keys_ok = is_utf8_text(r, 0).map_err(e)? && is_utf8_text(r, 1).map_err(e)?;
+                f(&header_row(r).map_err(e)?, keys_ok);
+                Ok(())
+            },
         )
-        .map_err(e)?;
-        while rows.step().map_err(e)? {
-            let r = &rows;
-            let keys_ok = is_utf8_text(r, 0).map_err(e)? && is_utf8_text(r, 1).map_err(e)?;
-            f(&header_row(r).map_err(e)?, keys_ok);
-        }
-        Ok(())
     }
 
     /// Every `session_metadata` row as Maka's start-up reads it (its session-header
