@@ -38,7 +38,12 @@ impl Keyed128 {
         let one = |buf: &mut Vec<u8>| {
             buf.clear();
             v.hash(&mut Gather(buf));
-            xxh3_128_with_secret(buf, &self.secret)
+            let h = xxh3_128_with_secret(buf, &self.secret);
+            // A rare long value (a large `metadata_json`) is not kept for the thread's life.
+            if buf.capacity() > KEEP {
+                *buf = Vec::new();
+            }
+            h
         };
         // A hash taken while another is being gathered on this thread (no `Hash`
         // here does that) gets a buffer of its own.
@@ -48,6 +53,10 @@ impl Keyed128 {
         })
     }
 }
+
+/// The most of the gathering buffer kept between hashes (ids and projection rows are
+/// well under it).
+const KEEP: usize = 64 << 10;
 
 thread_local! {
     /// The bytes of the value being hashed, reused from one hash to the next.
@@ -66,7 +75,9 @@ impl Hasher for Gather<'_> {
     }
 
     fn finish(&self) -> u64 {
-        unreachable!("Keyed128 takes the bytes, not this hasher's finish")
+        // Not what `Keyed128` returns (it hashes the bytes with its secret); a `Hash`
+        // impl never asks, but a `Hasher` must answer.
+        xxhash_rust::xxh3::xxh3_64(self.0)
     }
 }
 
@@ -119,6 +130,22 @@ mod tests {
         let first = k.hash(long);
         assert_eq!(k.hash("x"), xxh3_128_with_secret(b"x\xff", &k.secret));
         assert_eq!(k.hash(long), first);
+    }
+
+    #[test]
+    fn a_huge_value_hashes_the_same_and_its_buffer_is_not_kept() {
+        let k = Keyed128::random();
+        let huge = vec![3u8; 4 * KEEP];
+        let mut stream = huge.clone();
+        // A slice writes its length first (native-endian `usize`), then its bytes.
+        let mut with_len = huge.len().to_ne_bytes().to_vec();
+        with_len.append(&mut stream);
+        assert_eq!(
+            k.hash(&huge[..]),
+            xxh3_128_with_secret(&with_len, &k.secret)
+        );
+        GATHERED.with(|cell| assert!(cell.borrow().capacity() <= KEEP));
+        assert_eq!(k.hash(&huge[..]), k.hash(&huge[..]));
     }
 
     #[test]

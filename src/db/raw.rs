@@ -1,9 +1,10 @@
-//! One statement stepped through SQLite's C API, for the scan's hottest read.
+//! A statement stepped through SQLite's C API, for the scan's passes over whole tables
+//! (`runtime_events` in scan order above all).
 //!
 //! rusqlite reads a column with three calls into SQLite (its type, then its text and
-//! its length), each of which looks the column up again; on the bench workspace that
-//! was about a tenth of the instructions of the thread that reads `runtime_events` and
-//! walks it, the thread the others wait for. Here a column is looked up once
+//! its length), each of which looks the column up again; for `runtime_events` on the
+//! bench workspace that was about a tenth of the instructions of the thread that reads
+//! and walks it, the thread the others wait for. Here a column is looked up once
 //! (`sqlite3_column_value`) and read from that value. The values and the errors are
 //! rusqlite's: the same [`ValueRef`] for each storage class, and a failed step gives
 //! the same `Error::SqliteFailure` (code and message) and resets the statement, as
