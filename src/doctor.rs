@@ -307,6 +307,12 @@ impl Exclusion {
         self.sessions.contains(s)
     }
 
+    /// [`Exclusion::session`] of a column's stored bytes (read as text only when
+    /// sessions are excluded: most scans exclude none).
+    fn stored_session(&self, s: &[u8]) -> bool {
+        !self.sessions.is_empty() && self.session(&crate::db::lossy(s))
+    }
+
     fn operation(&self, row: &Option<OperationRow>) -> bool {
         row.as_ref()
             .is_some_and(|r| self.operations.contains(&r.operation_id))
@@ -856,7 +862,7 @@ fn walk_events<'scope>(
     let mut batch = EventBatch::default();
     let mut alive = true;
     ws.for_each_event_raw(|row, payload| {
-        if !alive || store.gone.session(&row.session_id) {
+        if !alive || store.gone.stored_session(&row.ids[1]) {
             return Ok(());
         }
         batch.push(row, payload);

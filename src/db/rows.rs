@@ -316,12 +316,13 @@ impl Workspace {
     /// (`invocation_id, event_seq, event_id`).
     pub fn for_each_event(&self, mut f: impl FnMut(EventRow)) -> Result<(), DbError> {
         self.events_in_scan_order(|row, payload| {
+            let [event_id, session_id, invocation_id, run_id, turn_id] = &row.ids;
             f(EventRow {
-                event_id: row.event_id.into_owned(),
-                session_id: row.session_id.into_owned(),
-                invocation_id: row.invocation_id.into_owned(),
-                run_id: row.run_id.into_owned(),
-                turn_id: row.turn_id.into_owned(),
+                event_id: lossy(event_id).into_owned(),
+                session_id: lossy(session_id).into_owned(),
+                invocation_id: lossy(invocation_id).into_owned(),
+                run_id: lossy(run_id).into_owned(),
+                turn_id: lossy(turn_id).into_owned(),
                 event_seq: row.event_seq,
                 event_kind: String::new(),
                 payload_json: lossy(payload).into_owned(),
@@ -708,6 +709,28 @@ pub struct EventRowRef<'a> {
     pub committed_at: i64,
 }
 
+/// A `runtime_events` row with its text columns as stored bytes ([`stored_bytes`]),
+/// not yet read as text: [`lossy`] of each is the column as [`EventRowRef`] has it.
+#[derive(Clone, Debug)]
+pub struct StoredEventRow<'a> {
+    /// `event_id`, `session_id`, `invocation_id`, `run_id`, `turn_id`, in that order.
+    pub ids: [Cow<'a, [u8]>; 5],
+    pub event_seq: i64,
+    pub committed_at: i64,
+}
+
+/// A value's bytes as stored when it is text or a BLOB, else as [`text_of`] renders it
+/// (ASCII, which [`lossy`] keeps): `lossy(&stored_bytes(v)) == text_of(v)`.
+fn stored_bytes(v: ValueRef<'_>) -> Cow<'_, [u8]> {
+    match v {
+        ValueRef::Text(b) | ValueRef::Blob(b) => Cow::Borrowed(b),
+        v => match text_of(v) {
+            Cow::Borrowed(s) => Cow::Borrowed(s.as_bytes()),
+            Cow::Owned(s) => Cow::Owned(s.into_bytes()),
+        },
+    }
+}
+
 fn text_ref<'a, C: Columns + ?Sized>(row: &'a C, i: usize) -> rusqlite::Result<Cow<'a, str>> {
     Ok(text_of(row.value(i)?))
 }
@@ -791,19 +814,28 @@ impl Workspace {
         &self,
         mut f: impl FnMut(&EventRowRef<'_>) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
-        self.events_in_scan_order(|mut row, payload| {
-            row.payload_json = lossy(payload);
-            f(&row)
+        self.events_in_scan_order(|row, payload| {
+            let [event_id, session_id, invocation_id, run_id, turn_id] = &row.ids;
+            f(&EventRowRef {
+                event_id: lossy(event_id),
+                session_id: lossy(session_id),
+                invocation_id: lossy(invocation_id),
+                run_id: lossy(run_id),
+                turn_id: lossy(turn_id),
+                event_seq: row.event_seq,
+                payload_json: lossy(payload),
+                committed_at: row.committed_at,
+            })
         })
     }
 
-    /// [`Workspace::for_each_event_ref`] with each payload as stored bytes, not yet
-    /// read as text (its `payload_json` is empty): [`lossy`] of the bytes is the
-    /// payload `for_each_event_ref` gives. The check for UTF-8, a pass over every
-    /// payload byte, can then be made on the thread that decodes the payload.
+    /// [`Workspace::for_each_event_ref`] with the text columns as stored bytes, not
+    /// yet read as text: [`lossy`] of each is what `for_each_event_ref` gives. The
+    /// check for UTF-8, a pass over every byte, can then be made on the thread that
+    /// decodes the payload.
     pub fn for_each_event_raw(
         &self,
-        mut f: impl FnMut(&EventRowRef<'_>, &[u8]) -> Result<(), DbError>,
+        mut f: impl FnMut(&StoredEventRow<'_>, &[u8]) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         self.events_in_scan_order(|row, payload| f(&row, payload))
     }
@@ -824,30 +856,27 @@ impl Workspace {
     }
 
     /// What `for_each_event`, `for_each_event_ref` and `for_each_event_raw` read: each
-    /// row without its payload text, and the payload's stored bytes (a value that is
-    /// not text or a BLOB as [`text_ref`] renders it: ASCII, which [`lossy`] keeps).
+    /// row as [`StoredEventRow`], and the payload's stored bytes (rendered likewise).
     fn events_in_scan_order(
         &self,
-        mut f: impl for<'a> FnMut(EventRowRef<'a>, &'a [u8]) -> Result<(), DbError>,
+        mut f: impl for<'a> FnMut(StoredEventRow<'a>, &'a [u8]) -> Result<(), DbError>,
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         // Through SQLite's C API: see `raw`.
         self.for_each_raw_row(EVENTS_IN_SCAN_ORDER, |r| {
-            let row = EventRowRef {
-                event_id: text_of(r.value(0).map_err(e)?),
-                session_id: text_of(r.value(1).map_err(e)?),
-                invocation_id: text_of(r.value(2).map_err(e)?),
-                run_id: text_of(r.value(3).map_err(e)?),
-                turn_id: text_of(r.value(4).map_err(e)?),
+            let row = StoredEventRow {
+                ids: [
+                    stored_bytes(r.value(0).map_err(e)?),
+                    stored_bytes(r.value(1).map_err(e)?),
+                    stored_bytes(r.value(2).map_err(e)?),
+                    stored_bytes(r.value(3).map_err(e)?),
+                    stored_bytes(r.value(4).map_err(e)?),
+                ],
                 event_seq: int_of(r.value(5).map_err(e)?),
-                payload_json: Cow::Borrowed(""),
                 committed_at: int_of(r.value(7).map_err(e)?),
             };
-            match r.value(6).map_err(e)? {
-                ValueRef::Text(b) | ValueRef::Blob(b) => f(row, b)?,
-                v => f(row, text_of(v).as_bytes())?,
-            }
-            Ok(())
+            let payload = stored_bytes(r.value(6).map_err(e)?);
+            f(row, &payload)
         })
     }
 

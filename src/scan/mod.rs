@@ -32,7 +32,7 @@ use crate::fast_hash::{HashMap, HashSet};
 
 use crate::db::{
     lossy, DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
-    StoredOperationKey,
+    StoredEventRow, StoredOperationKey,
 };
 use crate::event::{
     decode_event_text, decode_event_text_for_walk, Content, DecodeError, RuntimeEvent,
@@ -1158,12 +1158,16 @@ fn decode_parts_with<E: Borrow<RuntimeEvent>>(
 
 /// `runtime_events` rows copied out of SQLite into one buffer, so that their payloads
 /// can be decoded on another thread while the next rows are read (decoding is most of
-/// a scan's work). Payloads are kept as stored bytes and read as text ([`lossy`], a
-/// pass over every byte) where they are decoded. Reused: clearing keeps the
-/// allocations.
+/// a scan's work). Every text column is kept as stored bytes and read as text
+/// ([`lossy`], a pass over every byte) where it is decoded: the reading thread is the
+/// busier one. Reused: clearing keeps the allocations.
 #[derive(Default)]
 pub struct EventBatch {
-    /// The text columns other than the payload.
+    /// The text columns other than the payload, as stored, until [`EventBatch::decode`]
+    /// reads them into `text`.
+    stored: Vec<u8>,
+    /// The same columns as text, once decoded (with the same ends as in `stored`
+    /// unless a column was not UTF-8).
     text: String,
     payloads: Vec<u8>,
     rows: Vec<BatchRow>,
@@ -1196,7 +1200,8 @@ struct Prepared {
 
 /// One row of an [`EventBatch`]: where its fields end in the buffers.
 struct BatchRow {
-    /// Ends of event id, session, invocation, run and turn in `text`, in that order.
+    /// Ends of event id, session, invocation, run and turn in `stored`, then in
+    /// `text`, in that order.
     ends: [usize; 5],
     /// End of the payload in `payloads`.
     payload_end: usize,
@@ -1211,18 +1216,15 @@ impl EventBatch {
 
     /// Adds a row whose payload is `payload`, as stored (its `payload_json` is not
     /// read).
-    pub fn push(&mut self, row: &EventRowRef<'_>, payload: &[u8]) {
+    pub fn push(&mut self, row: &StoredEventRow<'_>, payload: &[u8]) {
+        debug_assert!(
+            self.text.is_empty(),
+            "a batch is pushed to only when walked"
+        );
         let mut ends = [0; 5];
-        let fields = [
-            &row.event_id,
-            &row.session_id,
-            &row.invocation_id,
-            &row.run_id,
-            &row.turn_id,
-        ];
-        for (end, field) in ends.iter_mut().zip(fields) {
-            self.text.push_str(field);
-            *end = self.text.len();
+        for (end, field) in ends.iter_mut().zip(&row.ids) {
+            self.stored.extend_from_slice(field);
+            *end = self.stored.len();
         }
         self.payloads.extend_from_slice(payload);
         self.rows.push(BatchRow {
@@ -1243,12 +1245,13 @@ impl EventBatch {
 
     /// Full enough to be sent on.
     pub fn is_full(&self) -> bool {
-        self.rows.len() >= Self::ROWS || self.text.len() + self.payloads.len() >= Self::TEXT
+        self.rows.len() >= Self::ROWS || self.stored.len() + self.payloads.len() >= Self::TEXT
     }
 
     /// Decodes every row, as [`Walker::push_row`] would under the same rules, and
     /// hashes its event id with `ids` (the walk's [`Walker::event_hasher`]).
     pub fn decode(&mut self, rules: &Rules, ids: &EventHasher) {
+        self.read_text();
         self.decoded.clear();
         self.args_hashes.clear();
         self.id_hashes.clear();
@@ -1279,6 +1282,44 @@ impl EventBatch {
             self.decoded.push(d);
             self.id_hashes.push(id_hash);
         }
+    }
+
+    /// Reads the stored text columns as text, each as [`lossy`] reads it: in one pass
+    /// when they are all UTF-8 and no column ends inside a character (then each column
+    /// is UTF-8 on its own), else column by column.
+    fn read_text(&mut self) {
+        let stored = std::mem::take(&mut self.stored);
+        let mut spare = std::mem::take(&mut self.text).into_bytes();
+        spare.clear();
+        let whole = String::from_utf8(stored).map_err(|e| e.into_bytes());
+        match whole {
+            Ok(text)
+                if self
+                    .rows
+                    .iter()
+                    .all(|r| r.ends.iter().all(|&e| text.is_char_boundary(e))) =>
+            {
+                self.text = text;
+                self.stored = spare;
+            }
+            Ok(text) => self.read_text_by_column(text.into_bytes()),
+            Err(stored) => self.read_text_by_column(stored),
+        }
+    }
+
+    fn read_text_by_column(&mut self, stored: Vec<u8>) {
+        let mut text = String::with_capacity(stored.len());
+        let mut from = 0;
+        for r in &mut self.rows {
+            for end in &mut r.ends {
+                text.push_str(&lossy(&stored[from..*end]));
+                from = *end;
+                *end = text.len();
+            }
+        }
+        self.text = text;
+        self.stored = stored;
+        self.stored.clear();
     }
 
     /// Carries `checks` ([`Walker::take_projection_checks`]) to where it is decoded.
@@ -1335,7 +1376,7 @@ pub struct Tables {
 
 #[cfg(test)]
 mod tests {
-    use super::{uuid_bytes, uuid_text, HeaderBrief};
+    use super::{uuid_bytes, uuid_text, EventBatch, HeaderBrief};
     use crate::header::{HeaderStatus, RunHeader};
 
     #[test]
@@ -1378,6 +1419,58 @@ mod tests {
             assert_eq!(back.abort_source.as_deref(), abort);
             assert_eq!(back.status, HeaderStatus::Failed);
         }
+    }
+
+    #[test]
+    fn a_batch_reads_each_stored_column_as_lossy_reads_it() {
+        use crate::db::{lossy, StoredEventRow};
+        use std::borrow::Cow;
+        // "é" is C3 A9: split between two columns, the whole buffer is UTF-8 but
+        // neither column is.
+        let rows: Vec<[&[u8]; 5]> = vec![
+            [b"e1", b"s", b"i", b"r", b"t"],
+            [b"e2", "s\u{e9}".as_bytes(), b"i", b"r", b"t"],
+            [b"e3\xff", b"s", b"i\xc3", b"\xa9r", b"t"],
+            [b"e4", b"", b"i", b"r", b"t"],
+        ];
+        let build = |rows: &[[&[u8]; 5]]| {
+            let mut batch = EventBatch::default();
+            for ids in rows {
+                let row = StoredEventRow {
+                    ids: ids.map(Cow::Borrowed),
+                    event_seq: 1,
+                    committed_at: 0,
+                };
+                batch.push(&row, b"{}");
+            }
+            batch.read_text();
+            batch
+        };
+        for n in 1..=rows.len() {
+            // Every prefix: all-ASCII, valid, and the two ways of failing.
+            for shown in [&rows[..n], &rows[n - 1..n]] {
+                let batch = build(shown);
+                for (i, ids) in shown.iter().enumerate() {
+                    let row = batch.row(i);
+                    let got = [
+                        &row.event_id,
+                        &row.session_id,
+                        &row.invocation_id,
+                        &row.run_id,
+                        &row.turn_id,
+                    ];
+                    for (g, want) in got.iter().zip(ids) {
+                        assert_eq!(***g, *lossy(want), "row {i} of {shown:?}");
+                    }
+                }
+            }
+        }
+        // The split character is read as two replacements, as each column alone is.
+        let batch = build(&rows[2..3]);
+        assert_eq!(batch.row(0).invocation_id, "i\u{fffd}");
+        assert_eq!(batch.row(0).run_id, "\u{fffd}r");
+        let batch = build(&[[b"a", b"b\xc3", b"\xa9", b"c", b"d"]]);
+        assert_eq!(batch.row(0).session_id, "b\u{fffd}");
     }
 
     #[test]
