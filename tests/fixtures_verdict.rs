@@ -315,3 +315,38 @@ fn duplicates_form_supersession_groups_with_the_kept_occurrence() {
     .unwrap();
     assert!(healthy.supersession.is_empty());
 }
+
+/// The default scan judges most runs plainly terminal from the header it read up front
+/// and drops them without their report; what it finds must be exactly what the scan
+/// that assesses every run in full finds.
+#[test]
+fn dropping_plainly_terminal_runs_changes_no_finding() {
+    let findings = |db: &Path, all_runs: bool| {
+        let report = scan_path(
+            db,
+            ScanOptions {
+                all_runs,
+                ..ScanOptions::default()
+            },
+            &mut |_, _| {},
+        )
+        .unwrap();
+        serde_json::to_value(&report.findings).unwrap()
+    };
+    let mut with_run_findings = 0;
+    for dir in fixtures() {
+        let db = dir.join("runtime.sqlite");
+        let full = findings(&db, true);
+        assert_eq!(findings(&db, false), full, "{}", dir.display());
+        if full
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["code"].as_str().unwrap().starts_with("run_"))
+        {
+            with_run_findings += 1;
+        }
+    }
+    // Runs that are not plainly terminal are among them.
+    assert!(with_run_findings >= 2, "{with_run_findings}");
+}

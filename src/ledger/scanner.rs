@@ -385,23 +385,39 @@ struct OpIds {
     unusual_dispatch: HashMap<usize, JsStr>,
 }
 
+/// Each byte's value as a lowercase hex digit, or `NOT_HEX`.
+const HEX_DIGIT: [u8; 256] = {
+    let mut t = [NOT_HEX; 256];
+    let mut c = 0;
+    while c < 10 {
+        t[b'0' as usize + c] = c as u8;
+        c += 1;
+    }
+    let mut c = 0;
+    while c < 6 {
+        t[b'a' as usize + c] = 10 + c as u8;
+        c += 1;
+    }
+    t
+};
+const NOT_HEX: u8 = 0x10;
+
 fn canonical_op_key(id: &JsStr) -> Option<[u64; 2]> {
     let b = id.as_wtf8();
     if b.len() != 39 || !b.starts_with(b"toolop_") {
         return None;
     }
+    // Without a branch per digit: every dispatch and every late touch looks one up.
     let mut v = [0u64; 2];
-    for (half, digits) in v.iter_mut().zip(b[7..].chunks(16)) {
+    let mut seen = 0u8;
+    for (half, digits) in v.iter_mut().zip(b[7..].chunks_exact(16)) {
         for &c in digits {
-            let d = match c {
-                b'0'..=b'9' => c - b'0',
-                b'a'..=b'f' => c - b'a' + 10,
-                _ => return None,
-            };
-            *half = (*half << 4) | u64::from(d);
+            let d = HEX_DIGIT[usize::from(c)];
+            seen |= d;
+            *half = (*half << 4) | u64::from(d & 0xf);
         }
     }
-    Some(v)
+    (seen & NOT_HEX == 0).then_some(v)
 }
 
 impl OpIds {
@@ -1072,24 +1088,26 @@ impl ToolLedgerScanner {
         else {
             return;
         };
-        let refs_operation_id = event.refs.as_ref().and_then(|r| r.operation_id.clone());
-        let refs_tool_call_id = event.refs.as_ref().and_then(|r| r.tool_call_id.clone());
+        let refs_operation_id = event.refs.as_ref().and_then(|r| r.operation_id.as_ref());
+        let refs_tool_call_id = event.refs.as_ref().and_then(|r| r.tool_call_id.as_ref());
         let facts = ResponseFacts {
             event_id: event.id.clone(),
             is_error: *is_error,
         };
-        let pending = PendingResponse {
+        // Made only when kept (most responses meet their dispatch and need none).
+        let pending = |spine: Spine| PendingResponse {
             event_id: event.id.clone(),
-            spine: spine.clone(),
-            refs_operation_id: refs_operation_id.clone(),
-            refs_tool_call_id: refs_tool_call_id.clone(),
+            spine,
+            refs_operation_id: refs_operation_id.cloned(),
+            refs_tool_call_id: refs_tool_call_id.cloned(),
         };
         let Some(index) = self.state().by_tool_call.get(id).copied() else {
+            let kept = pending(spine.clone());
             let index = self.open_operation(event, spine, id, name, OpenedBy::Response);
             self.op(index).response = Some(facts);
             let state = self.state();
             state.by_tool_call.insert(id.clone(), index);
-            state.pending.entry(index).or_default().response = Some(pending);
+            state.pending.entry(index).or_default().response = Some(kept);
             self.add_issue(
                 Some(index),
                 IssueCode::OrphanResponse,
@@ -1117,13 +1135,13 @@ impl ToolLedgerScanner {
             && *op.run_id == *spine.run
             && *op.turn_id == *spine.turn;
         let refs_differ = op.operation_id.as_ref().is_some_and(|bound| {
-            refs_operation_id.as_ref() != Some(bound)
-                || refs_tool_call_id.as_ref() != Some(&op.tool_call_id)
+            refs_operation_id != Some(bound) || refs_tool_call_id != Some(&op.tool_call_id)
         });
         let conflict = *op.tool_name != *name || !same_as_call || refs_differ;
         let operation_id = truthy(&op.operation_id);
         if op.dispatch.is_none() {
-            self.state().pending.entry(index).or_default().response = Some(pending);
+            let kept = pending(spine);
+            self.state().pending.entry(index).or_default().response = Some(kept);
         }
         if conflict {
             self.add_issue(
@@ -1391,6 +1409,50 @@ mod tests {
     use super::*;
     use crate::event::{Actions, EventStatus};
     use crate::json::JsObject;
+
+    #[test]
+    fn only_toolop_and_32_lowercase_hex_digits_make_a_128_bit_key() {
+        // The plain reading: each digit in turn, lowercase only.
+        let reference = |id: &str| -> Option<[u64; 2]> {
+            let hex = id.strip_prefix("toolop_")?;
+            if hex.len() != 32 || !hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+                return None;
+            }
+            let n = u128::from_str_radix(hex, 16).ok()?;
+            Some([(n >> 64) as u64, n as u64])
+        };
+        let good = "toolop_07805ab410550785aecd221eff4cb9b7";
+        let mut ids: Vec<String> = vec![
+            good.into(),
+            "toolop_00000000000000000000000000000000".into(),
+            "toolop_ffffffffffffffffffffffffffffffff".into(),
+            "toolop_0123456789abcdef0123456789abcdef".into(),
+            good[..38].into(),
+            format!("{good}0"),
+            good.replace("toolop_", "toolopx"),
+            "TOOLOP_07805ab410550785aecd221eff4cb9b7".into(),
+        ];
+        // One wrong byte at every digit position.
+        for at in 7..39 {
+            for bad in ['A', 'F', 'g', '/', ':', '`', '@', 'G', ' '] {
+                let mut s = good.to_owned();
+                s.replace_range(at..at + 1, &bad.to_string());
+                ids.push(s);
+            }
+        }
+        ids.push(format!("toolop_{}\u{e9}", &good[7..37]));
+        for id in &ids {
+            assert_eq!(
+                canonical_op_key(&JsStr::from(id.as_str())),
+                reference(id),
+                "{id}"
+            );
+        }
+        assert_eq!(
+            canonical_op_key(&JsStr::from(good)),
+            Some([0x07805ab410550785, 0xaecd221eff4cb9b7])
+        );
+    }
 
     const OP: &str = "op1";
 

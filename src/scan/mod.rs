@@ -1054,8 +1054,8 @@ fn plainly_terminal(s: &str, r: &str, acc: &RunAcc, store: &mut dyn ScanStore) -
     let Some(brief) = store.header_brief(s, r) else {
         return false;
     };
-    let (report, findings) = runs::assess_header_run(&brief.header(s, r), acc);
-    report.state == runs::RunState::Terminal && findings.is_empty()
+    // `Terminal` has no findings (see `header_run_state`).
+    runs::header_run_state(&brief.header(s, r), acc) == runs::RunState::Terminal
 }
 
 fn assess_with_header(row: &HeaderRow, acc: &RunAcc, rules: &HeaderRules) -> RunResult {

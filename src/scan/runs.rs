@@ -234,17 +234,35 @@ pub fn header_undecodable_report(s: &str, r: &str, acc: &RunAcc) -> RunReport {
 
 /// One run's state, Maka's classification word, and the matching terminal ids.
 fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>) {
-    if acc.undecodable > 0 {
+    let Some((state, class)) = classified_state(h, acc) else {
         return (RunState::Unreadable, None, Vec::new());
-    }
-    let events: Vec<&RuntimeEvent> = acc.terminals.iter().map(|(_, e)| e).collect();
-    let class = classify_terminal_ledger(&header_view(h), &events);
+    };
     let word = class.kind.as_str().to_owned();
     let ids: Vec<String> = class
         .terminal_event_ids
         .iter()
         .map(ToString::to_string)
         .collect();
+    (state, Some(word), ids)
+}
+
+/// The state [`assess_header_run`] gives the run, without its report: the walk asks
+/// it of every run, and keeps the report only of runs not plainly terminal. Its
+/// findings are empty exactly when this is `Terminal` or `AwaitingAdoption`.
+pub fn header_run_state(h: &RunHeader, acc: &RunAcc) -> RunState {
+    classified_state(h, acc).map_or(RunState::Unreadable, |(state, _)| state)
+}
+
+/// The state and Maka's classification; `None` when a row does not decode.
+fn classified_state(
+    h: &RunHeader,
+    acc: &RunAcc,
+) -> Option<(RunState, crate::ledger::terminal::TerminalClassification)> {
+    if acc.undecodable > 0 {
+        return None;
+    }
+    let events: Vec<&RuntimeEvent> = acc.terminals.iter().map(|(_, e)| e).collect();
+    let class = classify_terminal_ledger(&header_view(h), &events);
     let matched = matching(h, acc);
     let is_tail = |seq: i64| seq >= acc.max_seq;
     let state = match class.kind {
@@ -282,7 +300,7 @@ fn assess(h: &RunHeader, acc: &RunAcc) -> (RunState, Option<String>, Vec<String>
             }
         }
     };
-    (state, Some(word), ids)
+    Some((state, class))
 }
 
 /// Assesses every run of an in-memory walk (replay holds one session): headers in
