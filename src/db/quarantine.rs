@@ -432,16 +432,18 @@ impl ToolTableCounts {
         let mut operations = vec![0; sessions.len()];
         // The ids of the operations counted, with their sessions.
         let mut ops = Owners::default();
-        let mut stmt = c.prepare(
+        // Both tables whole, through SQLite's C API (see `raw`): this pass is most of
+        // what a diagnosis waits for after the scan.
+        let mut rows = super::raw::RawRows::prepare(
+            c,
             "SELECT operation_id, call_event_id, dispatch_event_id, result_event_id \
              FROM tool_operations",
         )?;
-        let mut rows = stmt.query([])?;
         let mut hit = Vec::new();
-        while let Some(r) = rows.next()? {
+        while rows.step()? {
             hit.clear();
             for col in 1..=3 {
-                if let Err(u) = events.of(r.get_ref(col)?, &mut hit) {
+                if let Err(u) = events.of(rows.value(col)?, &mut hit) {
                     return Ok(Err(u));
                 }
             }
@@ -451,17 +453,18 @@ impl ToolTableCounts {
             for &i in &hit {
                 operations[i] += 1;
             }
-            if let Err(u) = ops.add(r.get_ref(0)?, &hit) {
+            if let Err(u) = ops.add(rows.value(0)?, &hit) {
                 return Ok(Err(u));
             }
         }
         let mut journal = vec![0; sessions.len()];
-        let mut stmt =
-            c.prepare("SELECT runtime_event_id, operation_id FROM tool_journal_events")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
+        let mut rows = super::raw::RawRows::prepare(
+            c,
+            "SELECT runtime_event_id, operation_id FROM tool_journal_events",
+        )?;
+        while rows.step()? {
             hit.clear();
-            let (event, operation) = (r.get_ref(0)?, r.get_ref(1)?);
+            let (event, operation) = (rows.value(0)?, rows.value(1)?);
             if let Err(u) = events
                 .of(event, &mut hit)
                 .and_then(|()| ops.of(operation, &mut hit))
