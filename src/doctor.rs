@@ -812,8 +812,10 @@ fn walk_events<'scope>(
     // With a decoder thread, it also compares the closed operations with the stored
     // projection's digests (most of that is hashing): the walk's thread is the busier.
     let digests = at_decoder.and(store.digests.clone());
+    // And it judges closed runs against their header briefs.
+    let briefs = at_decoder.and(store.briefs.clone());
     let decoder = at_decoder.map(|_| {
-        let (ids, digests) = (ids.clone(), digests.clone());
+        let (ids, digests, briefs) = (ids.clone(), digests.clone(), briefs.clone());
         std::thread::Builder::new()
             .name("decode".into())
             .spawn_scoped(scope, move || {
@@ -821,6 +823,9 @@ fn walk_events<'scope>(
                     b.decode(&rules, &ids);
                     if let Some(d) = &digests {
                         b.check_projections(d);
+                    }
+                    if let Some(h) = &briefs {
+                        b.check_runs(|s, r| h.get(s, r));
                     }
                     if decoder_tx.send(b).is_err() {
                         break;
@@ -848,6 +853,9 @@ fn walk_events<'scope>(
     if digests.is_some() {
         walker.defer_projection_checks();
     }
+    if briefs.is_some() {
+        walker.defer_run_checks();
+    }
     let mut pipe = Pipeline {
         to_decoder,
         from_decoder,
@@ -858,6 +866,7 @@ fn walk_events<'scope>(
         rules,
         ids,
         digests,
+        briefs,
     };
     let mut batch = EventBatch::default();
     let mut alive = true;
@@ -914,6 +923,8 @@ struct Pipeline {
     ids: EventHasher,
     /// Set when the walk defers its projection checks to where batches are decoded.
     digests: Option<Arc<crate::scan::projection::StoredDigests>>,
+    /// Likewise its run checks (see [`Walker::defer_run_checks`]).
+    briefs: Option<Arc<HeaderBriefs>>,
 }
 
 impl Pipeline {
@@ -935,6 +946,9 @@ impl Pipeline {
         if self.digests.is_some() {
             batch.carry_checks(walker.take_projection_checks());
         }
+        if self.briefs.is_some() {
+            batch.carry_runs(walker.take_run_checks());
+        }
         if self.at_decoder < self.max_at_decoder {
             if self.to_decoder.send(batch).is_err() {
                 return Ok(false);
@@ -945,6 +959,9 @@ impl Pipeline {
             batch.decode(&self.rules, &self.ids);
             if let Some(d) = &self.digests {
                 batch.check_projections(d);
+            }
+            if let Some(h) = &self.briefs {
+                batch.check_runs(|s, r| h.get(s, r));
             }
             self.queue.push_back(Some(batch));
         }

@@ -24,8 +24,14 @@ fn fixture(name: &str) -> PathBuf {
 
 /// The report as JSON, and all of it (runs, headers, ledger issues included) as text.
 fn scan(db: &Path, threads: Threads) -> (serde_json::Value, String) {
+    scan_as(db, threads, true)
+}
+
+/// [`scan`] with or without every run kept: without, plainly terminal runs are
+/// judged (on the decoder thread when there is one) and dropped.
+fn scan_as(db: &Path, threads: Threads, all_runs: bool) -> (serde_json::Value, String) {
     let opts = ScanOptions {
-        all_runs: true,
+        all_runs,
         threads,
         ..ScanOptions::default()
     };
@@ -131,11 +137,18 @@ fn every_way_of_spreading_a_scan_gives_the_one_thread_report() {
         let events = one.0["summary"]["events"].as_u64().unwrap();
         // Many batches (injected damage drops a few events).
         assert!(events > 2900, "{template}: {events} events");
+        let one_default = scan_as(&db, Threads::One, false);
+        assert_eq!(one_default.0["findings"], one.0["findings"], "{template}");
         for threads in SPREAD {
             let other = scan(&db, threads);
             assert!(
                 other == one,
                 "{template}: {threads:?} differs from one thread"
+            );
+            let other = scan_as(&db, threads, false);
+            assert!(
+                other == one_default,
+                "{template}: {threads:?} without every run differs from one thread"
             );
         }
     }
@@ -195,11 +208,17 @@ fn every_way_of_spreading_the_bench_workspace_scan_gives_the_one_thread_report()
     };
     let one = scan(&db, Threads::One);
     assert_eq!(one.0["summary"]["scanner_issues"], 4);
+    let one_default = scan_as(&db, Threads::One, false);
     for threads in SPREAD {
         let other = scan(&db, threads);
         assert!(
             other == one,
             "bench workspace: {threads:?} differs from one thread"
+        );
+        let other = scan_as(&db, threads, false);
+        assert!(
+            other == one_default,
+            "bench workspace: {threads:?} without every run differs from one thread"
         );
     }
 }

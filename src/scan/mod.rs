@@ -437,6 +437,17 @@ pub struct Walker {
     /// in closing order, while the comparisons happen elsewhere (see
     /// [`Walker::defer_projection_checks`]); `None` when they happen as each closes.
     deferred: Option<Vec<ProjectionCheck>>,
+    /// Runs closed but not yet judged against their header brief, in closing order,
+    /// while that happens elsewhere (see [`Walker::defer_run_checks`]).
+    deferred_runs: Option<Vec<RunCheck>>,
+}
+
+/// A closed run whose judgement (plainly terminal or not, from its header brief) is
+/// made away from the walk: see [`Walker::defer_run_checks`].
+pub struct RunCheck {
+    session_id: String,
+    run_id: String,
+    acc: RunAcc,
 }
 
 /// An expected operation whose stored projection rows are compared away from the
@@ -481,6 +492,7 @@ impl Walker {
             vouched_bits: Vec::new(),
             vouched: 0,
             deferred: None,
+            deferred_runs: None,
         }
     }
 
@@ -491,6 +503,25 @@ impl Walker {
     /// findings come out in the same order. [`Walker::finish`] settles what is left.
     pub fn defer_projection_checks(&mut self) {
         self.deferred.get_or_insert_with(Vec::new);
+    }
+
+    /// From now on, a closed run is not judged against its header brief when it
+    /// closes (unless every run is kept): it waits in [`Walker::take_run_checks`]
+    /// until a batch carries it to where the briefs are ([`EventBatch::check_runs`]),
+    /// and is finished when that batch is walked. The report is the same: run results
+    /// are sorted by key. [`Walker::finish`] settles what is left.
+    pub fn defer_run_checks(&mut self) {
+        if !self.keep_all_runs {
+            self.deferred_runs.get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// The runs waiting to be judged, oldest first.
+    pub fn take_run_checks(&mut self) -> Vec<RunCheck> {
+        self.deferred_runs
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The operations waiting to be compared, oldest first.
@@ -726,6 +757,14 @@ impl Walker {
                 self.split_runs.insert((s, r));
                 continue;
             }
+            if let Some(waiting) = &mut self.deferred_runs {
+                waiting.push(RunCheck {
+                    session_id: s,
+                    run_id: r,
+                    acc,
+                });
+                continue;
+            }
             if !self.keep_all_runs && plainly_terminal(&s, &r, &acc, store) {
                 // What `assess_run` would find, and `keep` drop.
                 self.headers_found += 1;
@@ -735,6 +774,18 @@ impl Walker {
             self.keep(result);
         }
         self.inv_commits.clear();
+        Ok(())
+    }
+
+    /// Finishes a run found not plainly terminal away from the walk.
+    fn settle_run(&mut self, check: RunCheck, store: &mut dyn ScanStore) -> Result<(), DbError> {
+        let RunCheck {
+            session_id,
+            run_id,
+            acc,
+        } = check;
+        let result = self.assess_run(session_id, run_id, &acc, store)?;
+        self.keep(result);
         Ok(())
     }
 
@@ -835,11 +886,24 @@ impl Walker {
             self.settle_check(c, matches, None, store)?;
         }
         batch.verdicts.clear();
+        // Runs not found plainly terminal where the batch was decoded (had it not been
+        // asked, `keep` would still drop the plain ones: only slower).
+        self.headers_found += std::mem::take(&mut batch.plain_runs);
+        for c in std::mem::take(&mut batch.runs) {
+            self.settle_run(c, store)?;
+        }
         Ok(())
     }
 
     /// Stops deferring: compares and finishes every operation still waiting, here.
     fn settle_deferred(&mut self, store: &mut dyn ScanStore) -> Result<(), DbError> {
+        for c in self.deferred_runs.take().unwrap_or_default() {
+            if plainly_terminal(&c.session_id, &c.run_id, &c.acc, store) {
+                self.headers_found += 1;
+            } else {
+                self.settle_run(c, store)?;
+            }
+        }
         for c in self.deferred.take().unwrap_or_default() {
             let matches =
                 store.projection_matches(&c.op, &projection::commit_map(&c.op, c.commits));
@@ -1184,6 +1248,11 @@ pub struct EventBatch {
     /// and the answers, in the same order.
     checks: Vec<ProjectionCheck>,
     verdicts: Vec<bool>,
+    /// Runs the walk closed before this batch was sent, to judge against their header
+    /// briefs where it is decoded ([`Walker::defer_run_checks`]); after
+    /// [`EventBatch::check_runs`], only those not plainly terminal, and how many were.
+    runs: Vec<RunCheck>,
+    plain_runs: u64,
 }
 
 /// What the thread that decoded an event worked out for the walk beside it; `None`
@@ -1320,6 +1389,26 @@ impl EventBatch {
         self.text = text;
         self.stored = stored;
         self.stored.clear();
+    }
+
+    /// Carries `runs` ([`Walker::take_run_checks`]) to where it is decoded.
+    pub fn carry_runs(&mut self, runs: Vec<RunCheck>) {
+        debug_assert!(self.runs.is_empty() && self.plain_runs == 0);
+        self.runs = runs;
+    }
+
+    /// Judges each run carried against its header brief (`brief`: the store's
+    /// [`ScanStore::header_brief`]); drops those plainly terminal, counting them. The
+    /// others go back to the walk, which looks their header up.
+    pub fn check_runs<'b>(&mut self, brief: impl Fn(&str, &str) -> Option<&'b HeaderBrief>) {
+        let before = self.runs.len();
+        self.runs.retain(|c| {
+            !brief(&c.session_id, &c.run_id).is_some_and(|b| {
+                runs::header_run_state(&b.header(&c.session_id, &c.run_id), &c.acc)
+                    == runs::RunState::Terminal
+            })
+        });
+        self.plain_runs += (before - self.runs.len()) as u64;
     }
 
     /// Carries `checks` ([`Walker::take_projection_checks`]) to where it is decoded.
