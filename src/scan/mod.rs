@@ -86,6 +86,20 @@ impl RunAcc {
         event_id: &str,
         decoded: Option<&RuntimeEvent>,
     ) {
+        self.add_row(invocation_id, event_seq, event_id, decoded);
+        if let Some(event) = decoded.filter(|e| e.is_terminal()) {
+            self.terminals.push((event_seq, event.clone()));
+        }
+    }
+
+    /// [`RunAcc::add`] but for keeping a terminal event, which the caller does.
+    fn add_row(
+        &mut self,
+        invocation_id: &str,
+        event_seq: i64,
+        event_id: &str,
+        decoded: Option<&RuntimeEvent>,
+    ) {
         self.rows += 1;
         self.max_seq = self.max_seq.max(event_seq);
         if !self.invocations.iter().any(|i| i == invocation_id) {
@@ -104,9 +118,6 @@ impl RunAcc {
                         }
                         None => self.tail = Some((event_seq, event_id.to_owned())),
                     }
-                }
-                if event.is_terminal() {
-                    self.terminals.push((event_seq, event.clone()));
                 }
             }
         }
@@ -582,38 +593,29 @@ impl Walker {
         row: &EventRowRef<'_>,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
-        let decoded = decode_row_as(row, &self.rules.decoder);
-        self.push_decoded(
-            row,
-            decoded.as_deref().map_err(String::as_str),
-            Prepared::default(),
-            store,
-        )
+        let mut decoded = decode_row_as(row, &self.rules.decoder);
+        self.push_decoded(row, &mut decoded, Prepared::default(), store)
     }
 
     /// Feeds a batch whose rows were decoded with [`EventBatch::decode`] (possibly on
     /// another thread), as [`Walker::push_row`] would each row. Leaves it without rows;
     /// the decoded events stay until the next [`EventBatch::decode`], so that they are
     /// freed by the thread that made them (memory moving between threads' allocator
-    /// arenas costs more than the decoding saved).
+    /// arenas costs more than the decoding saved). Only terminal events are taken out,
+    /// by their run, which is judged and mostly dropped on that thread too.
     pub fn push_batch(
         &mut self,
         batch: &mut EventBatch,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
         debug_assert_eq!(batch.decoded.len(), batch.rows.len());
-        for (i, d) in batch.decoded.iter().enumerate() {
+        for (i, d) in batch.decoded.iter_mut().enumerate() {
             let prepared = Prepared {
                 args_hash: batch.args_hashes[i].take(),
                 id_hash: Some(batch.id_hashes[i]),
                 lane: batch.lanes[i],
             };
-            self.push_decoded(
-                &batch.row(i),
-                d.as_deref().map_err(String::as_str),
-                prepared,
-                store,
-            )?;
+            self.push_decoded(&batch_row(&batch.rows, &batch.text, i), d, prepared, store)?;
         }
         batch.text.clear();
         batch.payloads.clear();
@@ -661,7 +663,7 @@ impl Walker {
     fn push_decoded(
         &mut self,
         row: &EventRowRef<'_>,
-        decoded: Result<&RuntimeEvent, &str>,
+        decoded: &mut Result<Box<RuntimeEvent>, String>,
         prepared: Prepared,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
@@ -695,24 +697,32 @@ impl Walker {
             }
         };
         let acc = &mut self.inv_runs[pos].1;
-        match decoded {
+        let terminal = match &*decoded {
             Err(message) => {
-                acc.add(&row.invocation_id, row.event_seq, id, None);
+                acc.add_row(&row.invocation_id, row.event_seq, id, None);
                 self.decode_failures.push(DecodeFailure {
                     event_id: id.to_owned(),
                     session_id: row.session_id.to_string(),
                     run_id: row.run_id.to_string(),
                     message: message.to_owned(),
                 });
+                false
             }
             Ok(event) => {
-                acc.add(&row.invocation_id, row.event_seq, id, Some(event));
+                acc.add_row(&row.invocation_id, row.event_seq, id, Some(event));
                 if is_tool_bearing(event) {
                     self.inv_commits.insert(id.to_owned(), row.committed_at);
                 }
                 // Rows arrive in store order, so the scanner's order check cannot fail.
                 let pushed = self.scanner.push_prepared(event, args_hash, lane);
                 debug_assert!(pushed.is_ok());
+                event.is_terminal()
+            }
+        };
+        if terminal {
+            // The run keeps it: taken, not copied (nothing reads it here again).
+            if let Ok(event) = std::mem::replace(decoded, Err(String::new())) {
+                self.inv_runs[pos].1.terminals.push((row.event_seq, *event));
             }
         }
         Ok(())
@@ -1429,11 +1439,19 @@ impl EventBatch {
 
     /// Row `i` without its payload (the walk does not read it).
     fn row(&self, i: usize) -> EventRowRef<'_> {
-        let r = &self.rows[i];
-        let start = if i == 0 { 0 } else { self.rows[i - 1].ends[4] };
+        batch_row(&self.rows, &self.text, i)
+    }
+}
+
+/// Row `i` of a batch's `rows` over its `text` (apart from the batch, so that the walk
+/// can take decoded events out of it while it reads the row).
+fn batch_row<'a>(rows: &[BatchRow], text: &'a str, i: usize) -> EventRowRef<'a> {
+    {
+        let r = &rows[i];
+        let start = if i == 0 { 0 } else { rows[i - 1].ends[4] };
         let mut from = start;
         let mut field = |k: usize| {
-            let s = std::borrow::Cow::Borrowed(&self.text[from..r.ends[k]]);
+            let s = std::borrow::Cow::Borrowed(&text[from..r.ends[k]]);
             from = r.ends[k];
             s
         };
