@@ -163,9 +163,106 @@ fn known_key(key: &str, rules: &HeaderRules) -> bool {
         "rootExecutionKind" => rules.root_execution_kind,
         "toolMode" => rules.tool_mode,
         "runComposition" => rules.run_composition,
-        _ => REQUIRED.contains(&key) || OPTIONAL.contains(&key),
+        _ => key_index(key).is_some(),
     }
 }
+
+/// Keys a header may have: `REQUIRED`, then `OPTIONAL`.
+const KEYS: usize = REQUIRED.len() + OPTIONAL.len();
+
+const fn same_text(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The index of a key among [`KEYS`], found when compiling (a key not there does not
+/// compile).
+const fn key_at(key: &str) -> usize {
+    let mut i = 0;
+    while i < REQUIRED.len() {
+        if same_text(REQUIRED[i], key) {
+            return i;
+        }
+        i += 1;
+    }
+    let mut j = 0;
+    while j < OPTIONAL.len() {
+        if same_text(OPTIONAL[j], key) {
+            return REQUIRED.len() + j;
+        }
+        j += 1;
+    }
+    panic!("not a header key")
+}
+
+/// The index of a key read from a header among [`KEYS`]: one lookup, not a pass over
+/// both lists (the scan reads every header's keys).
+fn key_index(key: &str) -> Option<usize> {
+    static INDEX: std::sync::LazyLock<crate::fast_hash::HashMap<&'static str, usize>> =
+        std::sync::LazyLock::new(|| {
+            REQUIRED
+                .iter()
+                .chain(OPTIONAL)
+                .enumerate()
+                .map(|(i, k)| (*k, i))
+                .collect()
+        });
+    INDEX.get(key).copied()
+}
+
+/// The index of a key [`header_facts_plainly`] reads, as [`known_key`] judges it under
+/// `rules` (one lookup, then the release switches by index); `None` for a key left to
+/// the exact decode: unknown, renamed on read (`automationId`, in no list), or an
+/// object (`continuationSource`, `runComposition`).
+fn plain_key_index(key: &str, rules: &HeaderRules) -> Option<usize> {
+    const SCHEDULED_TASK: usize = key_at("scheduledTaskId");
+    const LEGACY_AUTOMATION: usize = key_at("legacyAutomationId");
+    const GOAL: usize = key_at("goalId");
+    const ROOT_EXECUTION: usize = key_at("rootExecutionKind");
+    const TOOL_MODE: usize = key_at("toolMode");
+    const CONTINUATION: usize = key_at("continuationSource");
+    const COMPOSITION: usize = key_at("runComposition");
+    let at = key_index(key)?;
+    let known = match at {
+        SCHEDULED_TASK | LEGACY_AUTOMATION => rules.v0111_trigger_ids,
+        GOAL => rules.goal_id,
+        ROOT_EXECUTION => rules.root_execution_kind,
+        TOOL_MODE => rules.tool_mode,
+        CONTINUATION | COMPOSITION => false,
+        _ => true,
+    };
+    known.then_some(at)
+}
+
+/// [`ENUMS`]' and [`ORIGINS`]' keys as indexes among [`KEYS`].
+const ENUM_AT: [usize; ENUMS.len()] = {
+    let mut out = [0; ENUMS.len()];
+    let mut i = 0;
+    while i < ENUMS.len() {
+        out[i] = key_at(ENUMS[i].0);
+        i += 1;
+    }
+    out
+};
+const ORIGIN_AT: [usize; ORIGINS.len()] = {
+    let mut out = [0; ORIGINS.len()];
+    let mut i = 0;
+    while i < ORIGINS.len() {
+        out[i] = key_at(ORIGINS[i]);
+        i += 1;
+    }
+    out
+};
 
 /// [`decode_header`] with the rules of the release that wrote the file.
 pub fn decode_header_as(
@@ -313,25 +410,18 @@ pub fn header_facts_plainly<'a>(
 ) -> Option<HeaderFacts<'a>> {
     use crate::json::validate::{plain_members, skip_number, skip_string};
     let members = plain_members(record_json)?;
-    // Every key is one of these, once.
-    let listed = |k: &str| REQUIRED.iter().chain(OPTIONAL).position(|x| *x == k);
-    let mut seen = [false; REQUIRED.len() + OPTIONAL.len()];
-    let mut strings: Vec<(&str, &str)> = Vec::with_capacity(members.len());
+    // Every key is one of `KEYS`, once; a string value is kept under its key's index.
+    let mut seen = [false; KEYS];
+    let mut strings: [Option<&str>; KEYS] = [None; KEYS];
     for (k, v) in &members {
-        // `continuationSource` and `runComposition` are objects: left to the exact decode.
-        if matches!(*k, "automationId" | "continuationSource" | "runComposition")
-            || !known_key(k, rules)
-        {
-            return None;
-        }
-        let at = listed(k)?;
+        let at = plain_key_index(k, rules)?;
         if std::mem::replace(&mut seen[at], true) {
             return None;
         }
         let b = v.as_bytes();
         match b.first() {
             Some(b'"') => match skip_string(b, 0) {
-                Some((end, false)) if end == b.len() => strings.push((k, &v[1..end - 1])),
+                Some((end, false)) if end == b.len() => strings[at] = Some(&v[1..end - 1]),
                 _ => return None,
             },
             // Plain numbers only (no exponent: `serde_json` refuses what overflows).
@@ -349,27 +439,36 @@ pub fn header_facts_plainly<'a>(
     if !seen[..REQUIRED.len()].iter().all(|&x| x) {
         return None;
     }
-    let get = |k: &str| strings.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+    let get = |at: usize| strings[at];
     // The keys read as numbers must not be strings, and the string keys not numbers.
-    for k in ["createdAt", "updatedAt", "completedAt"] {
+    for k in [
+        const { key_at("createdAt") },
+        const { key_at("updatedAt") },
+        const { key_at("completedAt") },
+    ] {
         if get(k).is_some() {
             return None;
         }
     }
     // So every required key but the two times is a string: all are there, and only
     // the times may be numbers.
-    let in_list = |k: &str, allowed: &[&str]| get(k).is_none_or(|v| allowed.contains(&v));
-    if !in_list("backendKind", rules.backend_kinds)
-        || !in_list("permissionMode", PERMISSION_MODES)
-        || ENUMS.iter().any(|(k, allowed)| !in_list(k, allowed))
+    let in_list = |k: usize, allowed: &[&str]| get(k).is_none_or(|v| allowed.contains(&v));
+    if !in_list(const { key_at("backendKind") }, rules.backend_kinds)
+        || !in_list(const { key_at("permissionMode") }, PERMISSION_MODES)
+        || ENUM_AT
+            .iter()
+            .zip(ENUMS)
+            .any(|(&k, (_, allowed))| !in_list(k, allowed))
     {
         return None;
     }
-    if rules.v0111_trigger_ids && ORIGINS.iter().filter(|k| get(k).is_some()).count() > 1 {
+    if rules.v0111_trigger_ids && ORIGIN_AT.iter().filter(|&&k| get(k).is_some()).count() > 1 {
         return None;
     }
-    let status = parse_status(get("status")?)?;
-    if get("runId")? != run_id || get("sessionId")? != session_id {
+    let status = parse_status(get(const { key_at("status") })?)?;
+    if get(const { key_at("runId") })? != run_id
+        || get(const { key_at("sessionId") })? != session_id
+    {
         return None;
     }
     if !is_safe_id(run_id) || !is_safe_id(session_id) {
@@ -377,9 +476,9 @@ pub fn header_facts_plainly<'a>(
     }
     Some(HeaderFacts {
         status,
-        turn_id: get("turnId")?,
-        failure_class: get("failureClass"),
-        abort_source: get("abortSource"),
+        turn_id: get(const { key_at("turnId") })?,
+        failure_class: get(const { key_at("failureClass") }),
+        abort_source: get(const { key_at("abortSource") }),
     })
 }
 
