@@ -1125,11 +1125,13 @@ impl Walker {
 /// Whether the run has a decodable header known to the store and is plainly
 /// terminal: no findings, state `Terminal`.
 fn plainly_terminal(s: &str, r: &str, acc: &RunAcc, store: &mut dyn ScanStore) -> bool {
-    let Some(brief) = store.header_brief(s, r) else {
-        return false;
-    };
+    plain_with_brief(store.header_brief(s, r), s, r, acc)
+}
+
+/// [`plainly_terminal`] given the run's brief, wherever it is judged.
+fn plain_with_brief(brief: Option<&HeaderBrief>, s: &str, r: &str, acc: &RunAcc) -> bool {
     // `Terminal` has no findings (see `header_run_state`).
-    runs::header_run_state(&brief.header(s, r), acc) == runs::RunState::Terminal
+    brief.is_some_and(|b| runs::header_run_state(&b.header(s, r), acc) == runs::RunState::Terminal)
 }
 
 fn assess_with_header(row: &HeaderRow, acc: &RunAcc, rules: &HeaderRules) -> RunResult {
@@ -1413,10 +1415,8 @@ impl EventBatch {
     pub fn check_runs<'b>(&mut self, brief: impl Fn(&str, &str) -> Option<&'b HeaderBrief>) {
         let before = self.runs.len();
         self.runs.retain(|c| {
-            !brief(&c.session_id, &c.run_id).is_some_and(|b| {
-                runs::header_run_state(&b.header(&c.session_id, &c.run_id), &c.acc)
-                    == runs::RunState::Terminal
-            })
+            let (s, r) = (&c.session_id, &c.run_id);
+            !plain_with_brief(brief(s, r), s, r, &c.acc)
         });
         self.plain_runs += (before - self.runs.len()) as u64;
     }
