@@ -10,6 +10,7 @@
 //! `actions.toolDispatch.recoveryMode: expected one of "replay_safe", ...`.
 
 use super::direct::Keep;
+use super::key_order::{KeyOrder, MAX_NAMES};
 use super::{
     Actions, Author, Content, EventStatus, ModelVisibility, Origin, RecoveryMode, Refs, Role,
     RowIdentity, RuntimeEvent, ToolDispatch, ToolRecovery,
@@ -853,15 +854,38 @@ pub(super) enum Ty {
     StrNumRecord,
     Sha256,
     /// A closed record of these fields.
-    Record(&'static [F]),
+    Record(&'static Fields),
     /// An array of closed records of these fields.
-    Records(&'static [F]),
+    Records(&'static Fields),
     Check(fn(&Json) -> V<()>),
 }
 
 /// A field of a closed record: name, required, type.
 #[derive(Clone, Copy)]
 pub(super) struct F(pub(super) &'static str, pub(super) bool, pub(super) Ty);
+
+/// The fields of a closed record that the in-place decoder also reads, with their
+/// sorted order, in which it looks for a key's field.
+pub(super) struct Fields {
+    pub(super) list: &'static [F],
+    pub(super) order: KeyOrder,
+}
+
+impl Fields {
+    pub(super) const fn new(list: &'static [F]) -> Fields {
+        assert!(list.len() <= MAX_NAMES, "too many fields");
+        let mut names = [""; MAX_NAMES];
+        let mut k = 0;
+        while k < list.len() {
+            names[k] = list[k].0;
+            k += 1;
+        }
+        Fields {
+            list,
+            order: KeyOrder::new(names.split_at(list.len()).0),
+        }
+    }
+}
 
 pub(super) fn check_ty(v: &Json, ty: Ty) -> V<()> {
     let ok = match ty {
@@ -905,8 +929,8 @@ pub(super) fn check_ty(v: &Json, ty: Ty) -> V<()> {
             _ => false,
         },
         Ty::Sha256 => matches!(v, Json::String(s) if is_sha256_digest(s)),
-        Ty::Record(fields) => return check_closed(v, fields).map(|_| ()),
-        Ty::Records(fields) => {
+        Ty::Record(fields) => return check_closed(v, fields.list).map(|_| ()),
+        Ty::Records(Fields { list: fields, .. }) => {
             let Json::Array(items) = v else {
                 return Err(expected("an array", v));
             };
@@ -1765,7 +1789,7 @@ const PREFIX_CHANGE_REASONS: &[&str] = &[
     "unknown",
 ];
 
-pub(super) const TOKEN_USAGE_FIELDS: &[F] = &[
+pub(super) const TOKEN_USAGE_FIELDS: Fields = Fields::new(&[
     F("input", true, Ty::Finite),
     F("output", true, Ty::Finite),
     F("cacheHitInput", false, Ty::Finite),
@@ -1793,16 +1817,16 @@ pub(super) const TOKEN_USAGE_FIELDS: &[F] = &[
         false,
         Ty::Enum(PREFIX_CHANGE_REASONS),
     ),
-    F("promptSegments", false, Ty::Records(PROMPT_SEGMENT_FIELDS)),
-    F("contextBudget", false, Ty::Record(CONTEXT_BUDGET_FIELDS)),
+    F("promptSegments", false, Ty::Records(&PROMPT_SEGMENT_FIELDS)),
+    F("contextBudget", false, Ty::Record(&CONTEXT_BUDGET_FIELDS)),
     F("providerRequestTraceId", false, Ty::Str),
-];
+]);
 
 pub(super) fn check_token_usage(v: &Json) -> V<()> {
-    check_closed(v, TOKEN_USAGE_FIELDS).map(|_| ())
+    check_closed(v, TOKEN_USAGE_FIELDS.list).map(|_| ())
 }
 
-const PROMPT_SEGMENT_FIELDS: &[F] = &[
+const PROMPT_SEGMENT_FIELDS: Fields = Fields::new(&[
     F(
         "kind",
         true,
@@ -1819,7 +1843,7 @@ const PROMPT_SEGMENT_FIELDS: &[F] = &[
     F("messageCount", false, Ty::Finite),
     F("eventCount", false, Ty::Finite),
     F("toolCount", false, Ty::Finite),
-];
+]);
 
 fn check_compaction_decision(v: &Json) -> V<()> {
     const FIELDS: &[F] = &[
@@ -1862,7 +1886,7 @@ fn check_compaction_decision(v: &Json) -> V<()> {
     check_closed(v, FIELDS).map(|_| ())
 }
 
-const CONTEXT_BUDGET_FIELDS: &[F] = &[
+const CONTEXT_BUDGET_FIELDS: Fields = Fields::new(&[
     F("enabled", true, Ty::Bool),
     F("estimatedTokensBefore", true, Ty::Finite),
     F("estimatedTokensAfter", true, Ty::Finite),
@@ -2026,7 +2050,7 @@ const CONTEXT_BUDGET_FIELDS: &[F] = &[
     F("historyRewriteVersion", false, Ty::Str),
     F("historyRewriteResetReason", false, Ty::Str),
     F("historyRewriteGate", false, Ty::Str),
-];
+]);
 
 // ----- additional permission profile -----
 

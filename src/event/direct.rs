@@ -22,10 +22,11 @@ use super::decode::{
     check_answer_accepted, check_continuation_start, check_permission_decision,
     check_permission_request, check_runtime_protocol, check_token_usage,
     check_user_question_request, check_workspace_fact, decode_actions, decode_content,
-    decode_tool_recovery, is_safe_integer, is_sha256_digest, Ty, ACTION_KEYS, AUTHORS,
+    decode_tool_recovery, is_safe_integer, is_sha256_digest, Fields, Ty, ACTION_KEYS, AUTHORS,
     ENVELOPE_KEYS, F, ORIGINS, RECOVERY_MODES, REF_KEYS, ROLES, STATUSES, TOKEN_USAGE_FIELDS,
     TOOL_BOUNDARY_PROTOCOL_V1, VISIBILITIES,
 };
+use super::key_order::{KeyOrder, MAX_NAMES};
 use super::{Actions, Content, Refs, RuntimeEvent, ToolDispatch};
 use crate::json::validate::{skip_number, skip_string, skip_value, ws};
 use crate::json::{parse_value_at, JsObject, JsStr, Json};
@@ -71,9 +72,12 @@ impl<'a> Reader<'a> {
     fn number(&mut self) -> Option<f64> {
         self.i = ws(self.b, self.i);
         let (end, _) = skip_number(self.b, self.i)?;
-        // `str::parse` rounds as `JSON.parse` does (the exact parser's integer shortcut
-        // gives the same doubles).
-        let n = self.text[self.i..end].parse::<f64>().ok()?;
+        let n = match plain_integer(&self.b[self.i..end]) {
+            Some(n) => n,
+            // `str::parse` rounds as `JSON.parse` does (the exact parser's integer
+            // shortcut gives the same doubles).
+            None => self.text[self.i..end].parse::<f64>().ok()?,
+        };
         self.i = end;
         Some(n)
     }
@@ -206,24 +210,28 @@ impl<'a> Reader<'a> {
         exact(self.value()?).ok()
     }
 
-    /// The members of an object whose keys all belong to `keys`, each once: `each` is
-    /// called with the key's index and reads the value. `seen` has a bit per index.
-    fn object(
+    /// The members of an object whose keys all belong to `keys` (`order` is theirs),
+    /// each once: `each` is called with the key's index and reads the value. `seen`
+    /// has a bit per index.
+    fn object<N: Named>(
         &mut self,
-        keys: &[&str],
+        keys: &[N],
+        order: &KeyOrder,
         each: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<u32> {
         debug_assert!(keys.len() <= 32);
-        let seen = self.object_of(|| keys.iter().copied(), each)?;
+        let seen = self.object_of(keys, order, each)?;
         Some(seen as u32)
     }
 
-    /// [`Reader::object`] for up to 128 keys, named by `names`.
-    fn object_of<'n, I: Iterator<Item = &'n str>>(
+    /// [`Reader::object`] for up to 128 keys.
+    fn object_of<N: Named>(
         &mut self,
-        names: impl Fn() -> I,
+        keys: &[N],
+        order: &KeyOrder,
         mut each: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<u128> {
+        debug_assert!(keys.len() <= MAX_NAMES);
         self.byte(b'{')?;
         let mut seen = 0u128;
         self.i = ws(self.b, self.i);
@@ -231,9 +239,12 @@ impl<'a> Reader<'a> {
             self.i += 1;
             return Some(seen);
         }
+        // The sorted place after the previous key's: where the next key of an object
+        // in Maka's order is.
+        let mut next = 0;
         loop {
-            let k = self.literal(names())?;
-            if k >= 128 || seen & (1 << k) != 0 {
+            let k = self.key(keys, order, &mut next)?;
+            if seen & (1 << k) != 0 {
                 return None;
             }
             seen |= 1 << k;
@@ -249,6 +260,104 @@ impl<'a> Reader<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// The index in `keys` of the key at the cursor (a string without escapes: no
+    /// name has one), looked for from sorted place `next` on, then in the whole table;
+    /// `next` becomes the place after it.
+    #[inline(always)]
+    fn key<N: Named>(&mut self, keys: &[N], order: &KeyOrder, next: &mut usize) -> Option<usize> {
+        self.i = ws(self.b, self.i);
+        let rest = match self.b.get(self.i..) {
+            Some([b'"', rest @ ..]) => rest,
+            _ => return None,
+        };
+        let found = |k: usize| {
+            let n = keys[k].name().as_bytes();
+            (rest.get(n.len()) == Some(&b'"') && same_bytes(&rest[..n.len()], n)).then_some(n.len())
+        };
+        let mut p = *next;
+        let (k, len) = loop {
+            match order.at(p) {
+                Some(k) => match found(k) {
+                    Some(len) => break (k, len),
+                    None => p += 1,
+                },
+                None => {
+                    let (k, len) = (0..keys.len()).find_map(|k| Some((k, found(k)?)))?;
+                    p = order.place(k);
+                    break (k, len);
+                }
+            }
+        };
+        *next = p + 1;
+        self.i += len + 2;
+        Some(k)
+    }
+}
+
+/// Whether `a` and `b`, of one length, hold the same bytes: a few word compares
+/// inline (keys are short; a library call to compare them cost more than the rest of
+/// finding the key).
+#[inline(always)]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    debug_assert_eq!(a.len(), b.len());
+    let n = a.len().min(b.len());
+    let word = |s: &[u8], i: usize| u64::from_le_bytes(s[i..i + 8].try_into().expect("8"));
+    let half = |s: &[u8], i: usize| u32::from_le_bytes(s[i..i + 4].try_into().expect("4"));
+    if n >= 8 {
+        let mut i = 0;
+        while i + 8 <= n {
+            if word(a, i) != word(b, i) {
+                return false;
+            }
+            i += 8;
+        }
+        // The last word overlaps the one before: it covers the tail.
+        i == n || word(a, n - 8) == word(b, n - 8)
+    } else if n >= 4 {
+        half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4)
+    } else {
+        a[..n] == b[..n]
+    }
+}
+
+/// A number of at most 15 digits and nothing else (a `-` first aside), as a double: it
+/// is below 2^53, so exact, as `str::parse` gives it. The usual case (`ts`, counts)
+/// without the general parser, which cost about 350 instructions a number.
+fn plain_integer(b: &[u8]) -> Option<f64> {
+    let (negative, digits) = match b {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, b),
+    };
+    if digits.is_empty() || digits.len() > 15 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v * 10 + u64::from(d - b'0');
+    }
+    let v = v as f64;
+    Some(if negative { -v } else { v })
+}
+
+/// A key table's entry: its name.
+trait Named {
+    fn name(&self) -> &str;
+}
+
+impl Named for &str {
+    fn name(&self) -> &str {
+        self
+    }
+}
+
+impl Named for F {
+    fn name(&self) -> &str {
+        self.0
     }
 }
 
@@ -275,7 +384,8 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
     // The key order of ENVELOPE_KEYS: id, invocationId, runId, sessionId, turnId, ts,
     // partial, role, author, branch, origin, modelVisibility, status, content,
     // actions, refs.
-    let seen = r.object(&ENVELOPE_KEYS, |r, k| {
+    const ORDER: KeyOrder = KeyOrder::new(&ENVELOPE_KEYS);
+    let seen = r.object(&ENVELOPE_KEYS, &ORDER, |r, k| {
         match k {
             0..=4 => {
                 let s = r.plain_str()?;
@@ -353,7 +463,8 @@ fn plain_content(r: &mut Reader<'_>, keep: Keep) -> Option<Content> {
     let mut provider_options = None;
     let mut values: [Option<Json>; 3] = Default::default();
     let mut flags: [Option<bool>; 2] = [None; 2];
-    let seen = r.object(&KEYS, |r, k| {
+    const ORDER: KeyOrder = KeyOrder::new(&KEYS);
+    let seen = r.object(&KEYS, &ORDER, |r, k| {
         match k {
             // Indexes 1 (text) and 3 (providerOptions) stay empty.
             0 | 2 | 4 | 5 => strings[k] = Some(r.plain_str()?),
@@ -414,7 +525,8 @@ fn plain_content(r: &mut Reader<'_>, keep: Keep) -> Option<Content> {
 /// the exact decoder); the records Maka only validates get the exact decoder's checks.
 fn plain_actions(r: &mut Reader<'_>, keep: Keep) -> Option<Actions> {
     let mut a = Actions::default();
-    r.object(&ACTION_KEYS, |r, k| {
+    const ORDER: KeyOrder = KeyOrder::new(&ACTION_KEYS);
+    r.object(&ACTION_KEYS, &ORDER, |r, k| {
         type Check = fn(&Json) -> Result<(), String>;
         let kept = |r: &mut Reader<'_>, check: Check| {
             let v = r.value()?;
@@ -444,7 +556,7 @@ fn plain_actions(r: &mut Reader<'_>, keep: Keep) -> Option<Actions> {
                 a.token_usage = Some(match keep {
                     Keep::All => kept(r, check_token_usage)?,
                     Keep::ForWalk => {
-                        checked(r, Ty::Record(TOKEN_USAGE_FIELDS))?;
+                        checked(r, Ty::Record(&TOKEN_USAGE_FIELDS))?;
                         Json::Null
                     }
                 });
@@ -503,16 +615,12 @@ fn checked(r: &mut Reader<'_>, ty: Ty) -> Option<()> {
 
 /// A closed record of `fields`, checked in place: known keys, each once, the required
 /// ones all there, every value of its type.
-fn closed(r: &mut Reader<'_>, fields: &[F]) -> Option<()> {
-    if fields.len() > 128 {
-        return None;
-    }
-    let seen = r.object_of(
-        || fields.iter().map(|f| f.0),
-        |r, k| checked(r, fields[k].2),
-    )?;
-    let required = |k: usize| !fields[k].1 || seen & (1 << k) != 0;
-    (0..fields.len()).all(required).then_some(())
+fn closed(r: &mut Reader<'_>, fields: &Fields) -> Option<()> {
+    let seen = r.object_of(fields.list, &fields.order, |r, k| {
+        checked(r, fields.list[k].2)
+    })?;
+    let required = |k: usize| !fields.list[k].1 || seen & (1 << k) != 0;
+    (0..fields.list.len()).all(required).then_some(())
 }
 
 /// `actions.toolDispatch`: six required members, all strings.
@@ -526,7 +634,8 @@ fn plain_dispatch(r: &mut Reader<'_>) -> Option<ToolDispatch> {
         "recoveryMode",
     ];
     let mut strings: [Option<&str>; 6] = [None; 6];
-    let seen = r.object(&KEYS, |r, k| {
+    const ORDER: KeyOrder = KeyOrder::new(&KEYS);
+    let seen = r.object(&KEYS, &ORDER, |r, k| {
         strings[k] = Some(r.plain_str()?);
         Some(())
     })?;
@@ -550,7 +659,8 @@ fn plain_dispatch(r: &mut Reader<'_>) -> Option<ToolDispatch> {
 fn plain_refs(r: &mut Reader<'_>) -> Option<Refs> {
     let mut strings: [Option<JsStr>; 15] = Default::default();
     let mut high_water = None;
-    r.object(&REF_KEYS, |r, k| {
+    const ORDER: KeyOrder = KeyOrder::new(&REF_KEYS);
+    r.object(&REF_KEYS, &ORDER, |r, k| {
         if REF_KEYS[k] == "sourceRuntimeEventHighWater" {
             high_water = Some(r.number().filter(|n| is_safe_integer(*n) && *n >= 0.0)?);
         } else {
@@ -981,10 +1091,10 @@ mod tests {
         let long = "9".repeat(301);
         let longer = "9".repeat(309);
         let values: Vec<&str> = values.into_iter().chain([&*long, &*longer]).collect();
-        const FIELDS: &[crate::event::decode::F] = &[
+        const FIELDS: crate::event::decode::Fields = crate::event::decode::Fields::new(&[
             crate::event::decode::F("a", true, Ty::Finite),
             crate::event::decode::F("b", false, Ty::Finite),
-        ];
+        ]);
         let types = [
             Ty::Any,
             Ty::Str,
@@ -999,8 +1109,8 @@ mod tests {
             Ty::Enum(&["off", "a"]),
             Ty::StrArray,
             Ty::StrNumRecord,
-            Ty::Record(FIELDS),
-            Ty::Records(FIELDS),
+            Ty::Record(&FIELDS),
+            Ty::Records(&FIELDS),
         ];
         let mut read = 0;
         for ty in types {

@@ -7,6 +7,7 @@
 mod canonical;
 mod decode;
 mod direct;
+mod key_order;
 
 pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
 pub use decode::{
