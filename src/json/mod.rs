@@ -22,32 +22,76 @@ use std::fmt;
 /// A JavaScript string, stored as WTF-8 (UTF-8 that may also encode lone surrogates).
 ///
 /// Equality and hashing are by code units, which is JavaScript's `===` on strings.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone)]
 pub struct JsStr {
     repr: Repr,
 }
 
-/// Invariant: `Wtf8` is used only for bytes that are not valid UTF-8 (they hold at
-/// least one lone surrogate), so equal strings always have equal representations.
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// Bytes a well-formed string may have and still be kept in place, without an
+/// allocation: as many as fit beside the length in the space the boxed forms take.
+/// Object keys, enum-like values, tool names and short arguments are that short; the
+/// scan's walk builds about sixteen strings a payload, and allocating and freeing them
+/// was a fifth of its decoding time.
+const INLINE: usize = 22;
+
+/// Invariant (so that equal strings always have equal representations): `Inline`
+/// holds exactly the well-formed strings of at most [`INLINE`] bytes, its unused
+/// bytes zero; `Utf8` the longer well-formed ones; `Wtf8` only bytes that are not
+/// valid UTF-8 (they hold at least one lone surrogate).
+#[derive(Clone)]
 enum Repr {
+    Inline(u8, [u8; INLINE]),
     Utf8(Box<str>),
     Wtf8(Box<[u8]>),
+}
+
+// In place or boxed, a string takes what a boxed one alone would.
+const _: () = assert!(std::mem::size_of::<JsStr>() == 24);
+
+impl Repr {
+    /// The representation of the well-formed string `s`.
+    #[inline]
+    fn utf8(s: &str) -> Repr {
+        if s.len() <= INLINE {
+            let mut bytes = [0; INLINE];
+            bytes[..s.len()].copy_from_slice(s.as_bytes());
+            Repr::Inline(s.len() as u8, bytes)
+        } else {
+            Repr::Utf8(Box::from(s))
+        }
+    }
+}
+
+impl PartialEq for JsStr {
+    fn eq(&self, other: &JsStr) -> bool {
+        self.as_wtf8() == other.as_wtf8()
+    }
+}
+
+impl Eq for JsStr {}
+
+impl std::hash::Hash for JsStr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes its bytes: the bytes tell the representation.
+        state.write(self.as_wtf8());
+        state.write_u8(0xff);
+    }
 }
 
 impl Default for JsStr {
     fn default() -> Self {
         JsStr {
-            repr: Repr::Utf8(Box::from("")),
+            repr: Repr::Inline(0, [0; INLINE]),
         }
     }
 }
 
 impl JsStr {
     /// A well-formed string.
+    #[inline]
     pub fn new(s: &str) -> Self {
         JsStr {
-            repr: Repr::Utf8(Box::from(s)),
+            repr: Repr::utf8(s),
         }
     }
 
@@ -55,9 +99,7 @@ impl JsStr {
     #[allow(dead_code)] // for the other core modules
     pub(crate) fn from_wtf8_unchecked(bytes: Vec<u8>) -> Self {
         match String::from_utf8(bytes) {
-            Ok(s) => JsStr {
-                repr: Repr::Utf8(s.into_boxed_str()),
-            },
+            Ok(s) => JsStr::from(s),
             Err(e) => JsStr {
                 repr: Repr::Wtf8(e.into_bytes().into_boxed_slice()),
             },
@@ -75,6 +117,10 @@ impl JsStr {
     /// The string, when it holds no lone surrogate.
     pub fn as_str(&self) -> Option<&str> {
         match &self.repr {
+            Repr::Inline(len, bytes) => {
+                // Only ever built from a `str` (see `Repr::utf8`).
+                std::str::from_utf8(&bytes[..usize::from(*len)]).ok()
+            }
             Repr::Utf8(s) => Some(s),
             Repr::Wtf8(_) => None,
         }
@@ -82,9 +128,9 @@ impl JsStr {
 
     /// The string with any lone surrogate replaced by U+FFFD.
     pub fn to_string_lossy(&self) -> String {
-        match &self.repr {
-            Repr::Utf8(s) => String::from(&**s),
-            Repr::Wtf8(_) => self
+        match self.as_str() {
+            Some(s) => String::from(s),
+            None => self
                 .code_points()
                 .map(|c| char::from_u32(c).unwrap_or('\u{FFFD}'))
                 .collect(),
@@ -92,8 +138,10 @@ impl JsStr {
     }
 
     /// Raw WTF-8 bytes.
+    #[inline]
     pub fn as_wtf8(&self) -> &[u8] {
         match &self.repr {
+            Repr::Inline(len, bytes) => &bytes[..usize::from(*len)],
             Repr::Utf8(s) => s.as_bytes(),
             Repr::Wtf8(b) => b,
         }
@@ -105,7 +153,7 @@ impl JsStr {
 
     /// True when the string has no lone surrogate.
     pub fn is_well_formed(&self) -> bool {
-        matches!(self.repr, Repr::Utf8(_))
+        !matches!(self.repr, Repr::Wtf8(_))
     }
 
     /// Code points, lone surrogates included (as 0xD800..=0xDFFF).
@@ -211,7 +259,11 @@ impl From<&str> for JsStr {
 impl From<String> for JsStr {
     fn from(s: String) -> Self {
         JsStr {
-            repr: Repr::Utf8(s.into_boxed_str()),
+            repr: if s.len() <= INLINE {
+                Repr::utf8(&s)
+            } else {
+                Repr::Utf8(s.into_boxed_str())
+            },
         }
     }
 }
