@@ -408,34 +408,23 @@ pub fn header_facts_plainly<'a>(
     run_id: &str,
     rules: &HeaderRules,
 ) -> Option<HeaderFacts<'a>> {
-    use crate::json::validate::{plain_members, skip_number, skip_string};
-    let members = plain_members(record_json)?;
+    use crate::json::validate::{each_member, RawValue};
     // Every key is one of `KEYS`, once; a string value is kept under its key's index.
     let mut seen = [false; KEYS];
     let mut strings: [Option<&str>; KEYS] = [None; KEYS];
-    for (k, v) in &members {
+    each_member(record_json, |k, v| {
         let at = plain_key_index(k, rules)?;
         if std::mem::replace(&mut seen[at], true) {
             return None;
         }
-        let b = v.as_bytes();
-        match b.first() {
-            Some(b'"') => match skip_string(b, 0) {
-                Some((end, false)) if end == b.len() => strings[at] = Some(&v[1..end - 1]),
-                _ => return None,
-            },
+        match v {
+            RawValue::Str(s, false) => strings[at] = Some(s),
             // Plain numbers only (no exponent: `serde_json` refuses what overflows).
-            Some(b'-' | b'0'..=b'9') => {
-                if skip_number(b, 0) != Some((b.len(), true)) {
-                    return None;
-                }
-                if !matches!(*k, "createdAt" | "updatedAt" | "completedAt") {
-                    return None;
-                }
-            }
+            RawValue::Num(_, true) if matches!(k, "createdAt" | "updatedAt" | "completedAt") => {}
             _ => return None,
         }
-    }
+        Some(())
+    })?;
     if !seen[..REQUIRED.len()].iter().all(|&x| x) {
         return None;
     }
@@ -753,39 +742,40 @@ fn run_event_plainly_ok(
     run_id: &str,
     turn_id: Option<&str>,
 ) -> bool {
-    use crate::json::validate::{plain_members, skip_number, skip_string};
-    let Some(members) = plain_members(record_json) else {
-        return false;
-    };
+    use crate::json::validate::{each_member, RawValue};
     // The string without escapes, when the value is one.
-    fn plain(v: &str) -> Option<&str> {
-        match skip_string(v.as_bytes(), 0) {
-            Some((end, false)) if end == v.len() => Some(&v[1..end - 1]),
+    fn plain<'a>(v: RawValue<'a>) -> Option<&'a str> {
+        match v {
+            RawValue::Str(s, false) => Some(s),
             _ => None,
         }
     }
     const REQUIRED: u8 = 0b0011_1111;
     let mut seen = 0u8;
-    for (k, v) in members {
+    let read = each_member(record_json, |k, v| {
         let (bit, ok) = match k {
             // Some printable ASCII: non-blank under any definition of white space.
             "type" => (
                 1,
                 plain(v).is_some_and(|t| t.bytes().any(|c| c.is_ascii_graphic())),
             ),
-            "id" => (2, v.starts_with('"')),
+            "id" => (2, matches!(v, RawValue::Str(..))),
             "runId" => (4, plain(v) == Some(run_id)),
             "sessionId" => (8, plain(v) == Some(session_id)),
             "turnId" => (16, plain(v).is_some_and(|t| turn_id.is_none_or(|x| x == t))),
-            "ts" => (32, skip_number(v.as_bytes(), 0) == Some((v.len(), true))),
-            "message" => (64, v.starts_with('"')),
-            "data" => (128, v.starts_with('{')),
-            _ => return false,
+            "ts" => (32, matches!(v, RawValue::Num(_, true))),
+            "message" => (64, matches!(v, RawValue::Str(..))),
+            "data" => (128, matches!(v, RawValue::Other(o) if o.starts_with('{'))),
+            _ => return None,
         };
         if !ok || seen & bit != 0 {
-            return false;
+            return None;
         }
         seen |= bit;
+        Some(())
+    });
+    if read.is_none() {
+        return false;
     }
     seen & REQUIRED == REQUIRED
 }

@@ -161,37 +161,70 @@ pub fn is_json(text: &str) -> bool {
     skip_value(b, 0).is_some_and(|end| ws(b, end) == b.len())
 }
 
-/// Top-level members of an object, borrowed: `(raw key, raw value)` for each key
-/// without escapes. `None`: not a valid object, or a key with an escape (the caller
-/// then needs a real parse).
-pub fn plain_members(text: &str) -> Option<Vec<(&str, &str)>> {
+/// A top-level member's value as [`each_member`] hands it out, raw (borrowed from the
+/// text, escapes not decoded).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RawValue<'a> {
+    /// A string: its text between the quotes, and whether it holds an escape.
+    Str(&'a str, bool),
+    /// A number: its text, and whether it is plainly finite (see [`skip_number`]).
+    Num(&'a str, bool),
+    /// An object, an array or a literal.
+    Other(&'a str),
+}
+
+/// Calls `each` with the raw key and value of every top-level member of the object
+/// `text`, in order, in one pass (each value is read once, as [`skip_value`] reads
+/// it). `None`: not one valid object, a key with an escape (the caller then needs a
+/// real parse), or `each` gave up.
+pub fn each_member<'a>(
+    text: &'a str,
+    mut each: impl FnMut(&'a str, RawValue<'a>) -> Option<()>,
+) -> Option<()> {
     let b = text.as_bytes();
     let mut i = ws(b, 0);
     if b.get(i) != Some(&b'{') {
         return None;
     }
-    let mut out = Vec::with_capacity(8);
     i = ws(b, i + 1);
     if b.get(i) == Some(&b'}') {
-        return (ws(b, i + 1) == b.len()).then_some(out);
+        return (ws(b, i + 1) == b.len()).then_some(());
     }
     loop {
-        let (end, escaped) = skip_string(b, i)?;
-        if escaped {
+        if b.get(i) != Some(&b'"') {
             return None;
         }
-        let k = &text[i + 1..end - 1];
-        i = ws(b, end);
+        // Stopped by anything but the closing quote: an escape, or a control
+        // character that makes the text invalid anyway.
+        let end = find_string_stop(b, i + 1)?;
+        if b[end] != b'"' {
+            return None;
+        }
+        let key = &text[i + 1..end];
+        i = ws(b, end + 1);
         if b.get(i) != Some(&b':') {
             return None;
         }
         let from = ws(b, i + 1);
-        let to = skip_value(b, from)?;
-        out.push((k, &text[from..to]));
+        let (to, value) = match *b.get(from)? {
+            b'"' => {
+                let (to, escaped) = skip_string(b, from)?;
+                (to, RawValue::Str(&text[from + 1..to - 1], escaped))
+            }
+            b'-' | b'0'..=b'9' => {
+                let (to, plain) = skip_number(b, from)?;
+                (to, RawValue::Num(&text[from..to], plain))
+            }
+            _ => {
+                let to = skip_value(b, from)?;
+                (to, RawValue::Other(&text[from..to]))
+            }
+        };
+        each(key, value)?;
         i = ws(b, to);
         match b.get(i) {
             Some(b',') => i = ws(b, i + 1),
-            Some(b'}') => return (ws(b, i + 1) == b.len()).then_some(out),
+            Some(b'}') => return (ws(b, i + 1) == b.len()).then_some(()),
             _ => return None,
         }
     }
@@ -251,16 +284,90 @@ mod tests {
         assert!(!is_json(&deep[1..]));
     }
 
+    fn members(text: &str) -> Option<Vec<(&str, RawValue<'_>)>> {
+        let mut out = Vec::new();
+        each_member(text, |k, v| {
+            out.push((k, v));
+            Some(())
+        })?;
+        Some(out)
+    }
+
     #[test]
     fn members_are_borrowed_raw() {
-        let m = plain_members(r#"{"a": "x", "b" :{"c":[1,2]} ,"d":-1.5}"#).unwrap();
+        let m = members(r#"{"a": "x\n", "b" :{"c":[1,2]} ,"d":-1.5,"e":1e400,"f":null}"#);
         assert_eq!(
-            m,
-            vec![("a", "\"x\""), ("b", "{\"c\":[1,2]}"), ("d", "-1.5")]
+            m.unwrap(),
+            vec![
+                ("a", RawValue::Str("x\\n", true)),
+                ("b", RawValue::Other("{\"c\":[1,2]}")),
+                ("d", RawValue::Num("-1.5", true)),
+                ("e", RawValue::Num("1e400", false)),
+                ("f", RawValue::Other("null")),
+            ]
         );
-        assert!(plain_members(r#"{"a\u0062":1}"#).is_none());
-        assert!(plain_members(r#"{"a":1} x"#).is_none());
-        assert!(plain_members("[]").is_none());
-        assert_eq!(plain_members(" { } ").unwrap(), vec![]);
+        assert!(members(r#"{"a\u0062":1}"#).is_none());
+        assert!(members(r#"{"a":1} x"#).is_none());
+        assert!(members(r#"{"a":01}"#).is_none());
+        assert!(members(r#"{"a":"x}"#).is_none());
+        assert!(members("{\"a\tb\":1}").is_none());
+        assert!(members("[]").is_none());
+        assert_eq!(members(" { } ").unwrap(), vec![]);
+        // Giving up stops the walk.
+        let mut seen = 0;
+        assert!(each_member(r#"{"a":1,"b":2}"#, |_, _| {
+            seen += 1;
+            None
+        })
+        .is_none());
+        assert_eq!(seen, 1);
+    }
+
+    #[test]
+    fn each_member_agrees_with_the_parser_on_damaged_objects() {
+        use crate::json::Json;
+        let mut damage = crate::mutate::Mutator::new(0x6a09_e667_f3bc_c908);
+        let base = r#"{"runId":"r1","n":-12.5e3,"o":{"x":[1,{"y":"\u00e9"}]},"t":true,"s":"a\"b"}"#;
+        let (mut accepted, mut refused) = (0, 0);
+        for _ in 0..4000 {
+            let Some(text) = damage.mutate(base) else {
+                continue;
+            };
+            let parsed = crate::json::parse(&text);
+            match members(&text) {
+                Some(m) => {
+                    accepted += 1;
+                    let Ok(Json::Object(o)) = &parsed else {
+                        panic!("accepted what the parser refuses: {text}");
+                    };
+                    for (k, v) in &m {
+                        let once = m.iter().filter(|(x, _)| x == k).count() == 1;
+                        match (o.get(k), v) {
+                            (None, _) => panic!("{k} missing: {text}"),
+                            (Some(Json::String(p)), RawValue::Str(s, false)) if once => {
+                                assert_eq!(p, s, "{text}")
+                            }
+                            (Some(Json::Number(_)), RawValue::Num(..)) => {}
+                            (Some(_), _) if !once => {}
+                            (Some(p), RawValue::Str(..)) => {
+                                assert!(matches!(p, Json::String(_)), "{text}")
+                            }
+                            (Some(p), RawValue::Other(_)) => {
+                                assert!(!matches!(p, Json::String(_) | Json::Number(_)))
+                            }
+                            (Some(p), v) => panic!("{p:?} read as {v:?}: {text}"),
+                        }
+                    }
+                }
+                None => {
+                    refused += 1;
+                    // Refused only for what is not an object, or a key with an escape.
+                    if matches!(parsed, Ok(Json::Object(_))) {
+                        assert!(text.contains('\\'), "refused a plain object: {text}");
+                    }
+                }
+            }
+        }
+        assert!(accepted > 100 && refused > 100, "{accepted} {refused}");
     }
 }
