@@ -197,6 +197,36 @@ fn projection_damage_spread_over_many_batches_gives_the_one_thread_report() {
     }
 }
 
+/// Ordinary events (text, no tool fact) that carry another turn than the first event
+/// of their invocation, row and payload alike: the threaded walks check such events
+/// in place without decoding them, and must still see the conflict with the
+/// invocation's spine that the one-thread walk reports from the decoded event.
+#[test]
+fn an_ordinary_event_off_its_invocation_spine_gives_the_one_thread_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = generate(dir.path(), "healthy", 3000);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let moved = conn
+        .execute(
+            "UPDATE runtime_events SET turn_id = 'another-turn', \
+             payload_json = json_set(payload_json, '$.turnId', 'another-turn') \
+             WHERE event_kind = 'text' AND event_seq > 1 AND rowid % 5 = 2",
+            [],
+        )
+        .unwrap();
+    assert!(moved >= 10, "{moved} moved");
+    conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    drop(conn);
+    let one = scan(&db, Threads::One);
+    let issues = one.1.matches("InvocationIdentityConflict").count();
+    assert!(issues >= 10, "{issues} conflicts in {}", one.1);
+    for threads in SPREAD {
+        let other = scan(&db, threads);
+        assert!(other == one, "{threads:?} differs from one thread");
+    }
+}
+
 /// The same on the workspace Maka wrote (when unpacked): its shape (2,000 sessions,
 /// 22k runs, 37k operations) with Maka's own damage; `tests/maka_bench.rs` checks the
 /// one-thread report against Maka's verdict.

@@ -1362,16 +1362,15 @@ pub(super) fn check_user_question_request(v: &Json) -> V<()> {
     .map(|_| ())
 }
 
+/// `actions.runtimeProtocol` (also checked in place for the scan's walk).
+pub(super) const RUNTIME_PROTOCOL_FIELDS: Fields = Fields::new(&[F(
+    "toolBoundary",
+    true,
+    Ty::Enum(&[TOOL_BOUNDARY_PROTOCOL_V1]),
+)]);
+
 pub(super) fn check_runtime_protocol(v: &Json) -> V<()> {
-    check_closed(
-        v,
-        &[F(
-            "toolBoundary",
-            true,
-            Ty::Enum(&[TOOL_BOUNDARY_PROTOCOL_V1]),
-        )],
-    )
-    .map(|_| ())
+    check_closed(v, RUNTIME_PROTOCOL_FIELDS.list).map(|_| ())
 }
 
 fn check_continuation_source(v: &Json) -> V<()> {

@@ -23,8 +23,8 @@ use super::decode::{
     check_permission_request, check_runtime_protocol, check_token_usage,
     check_user_question_request, check_workspace_fact, decode_actions, decode_content,
     decode_tool_recovery, is_safe_integer, is_sha256_digest, Fields, Ty, ACTION_KEYS, AUTHORS,
-    ENVELOPE_KEYS, F, ORIGINS, RECOVERY_MODES, REF_KEYS, ROLES, STATUSES, TOKEN_USAGE_FIELDS,
-    TOOL_BOUNDARY_PROTOCOL_V1, VISIBILITIES,
+    ENVELOPE_KEYS, F, ORIGINS, RECOVERY_MODES, REF_KEYS, ROLES, RUNTIME_PROTOCOL_FIELDS, STATUSES,
+    TOKEN_USAGE_FIELDS, TOOL_BOUNDARY_PROTOCOL_V1, VISIBILITIES,
 };
 use super::key_order::{KeyOrder, MAX_NAMES};
 use super::{Actions, Content, Refs, RuntimeEvent, ToolDispatch};
@@ -152,6 +152,16 @@ impl<'a> Reader<'a> {
 
     fn object_value(&mut self) -> Option<JsObject> {
         self.value()?.into_object().ok()
+    }
+
+    /// What [`Reader::object_value`] accepts (any object), checked, not built.
+    fn object_skipped(&mut self) -> Option<()> {
+        self.i = ws(self.b, self.i);
+        if self.b.get(self.i) != Some(&b'{') {
+            return None;
+        }
+        self.i = skip_value(self.b, self.i)?;
+        Some(())
     }
 
     /// An array, each item read by `each`.
@@ -693,9 +703,121 @@ fn plain_refs(r: &mut Reader<'_>) -> Option<Refs> {
     })
 }
 
+/// What the scan's walk reads of an event on the ordinary tool-ledger lane that is not
+/// terminal (beside the row's own columns): its `ts` and `partial`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Ordinary {
+    pub ts: f64,
+    pub partial: bool,
+}
+
+/// `Some` only when `text` decodes, as [`decode_plain`] and the exact decoder decode
+/// it, to an event whose identity (`id, invocationId, runId, sessionId, turnId`) is
+/// `ids`, on the ordinary lane (no function call or response, no dispatch or recovery
+/// fact) and not terminal (no `status`, no `endInvocation: true`): then with its `ts`
+/// and `partial`, and nothing built. Most of the events Maka writes that carry no tool
+/// fact (text, thinking, token usage) are such; decoding them whole cost allocations
+/// for values nobody reads. The checks are [`decode_plain`]'s, member by member; what
+/// it would build and check (a status, a function call, a permission record, ...) or
+/// give up on, this gives up on, and the caller decodes the text.
+pub fn check_ordinary(text: &str, ids: [&str; 5]) -> Option<Ordinary> {
+    const ORDER: KeyOrder = KeyOrder::new(&ENVELOPE_KEYS);
+    let mut r = Reader {
+        text,
+        b: text.as_bytes(),
+        i: 0,
+    };
+    let mut ts = None;
+    let mut partial = None;
+    let seen = r.object(&ENVELOPE_KEYS, &ORDER, |r, k| {
+        match k {
+            // The identity check compares each with the row's column.
+            0..=4 => {
+                let s = r.plain_str()?;
+                (!s.is_empty() && s == ids[k]).then_some(())?;
+            }
+            5 => ts = Some(r.number().filter(|n| n.is_finite())?),
+            6 => partial = Some(r.boolean()?),
+            7 => drop(r.member(ROLES)?),
+            8 => drop(r.member(AUTHORS)?),
+            9 => drop(r.plain_str()?),
+            10 => drop(r.member(ORIGINS)?),
+            11 => drop(r.member(VISIBILITIES)?),
+            // 12, `status`, can make the event terminal.
+            13 => ordinary_content(r)?,
+            14 => ordinary_actions(r)?,
+            15 => checked_refs(r)?,
+            _ => return None,
+        }
+        Some(())
+    })?;
+    if ws(r.b, r.i) != r.b.len() || seen & 0x1ff != 0x1ff {
+        return None;
+    }
+    Some(Ordinary {
+        ts: ts?,
+        partial: partial?,
+    })
+}
+
+/// Text or thinking content as [`plain_content`] reads it (the same keys, required
+/// ones and types), checked in place.
+fn ordinary_content(r: &mut Reader<'_>) -> Option<()> {
+    const KEYS: [&str; 4] = ["kind", "text", "signature", "providerOptions"];
+    const ORDER: KeyOrder = KeyOrder::new(&KEYS);
+    let mut kind = None;
+    let seen = r.object(&KEYS, &ORDER, |r, k| {
+        match k {
+            0 => kind = Some(r.member(&[("text", false), ("thinking", true)])?),
+            1 => r.i = skip_string(r.b, ws(r.b, r.i))?.0,
+            2 => drop(r.plain_str()?),
+            _ => r.object_skipped()?,
+        }
+        Some(())
+    })?;
+    // Kind and text required; a signature only on thinking.
+    (seen & 0b11 == 0b11 && (kind? || seen & 0b100 == 0)).then_some(())
+}
+
+/// `actions` as [`plain_actions`] reads them, for the members an ordinary event
+/// carries (a state delta, token usage, the runtime protocol, a transfer, an
+/// `endInvocation` that is not `true`), checked in place; any other member is left to
+/// the decoder.
+fn ordinary_actions(r: &mut Reader<'_>) -> Option<()> {
+    const ORDER: KeyOrder = KeyOrder::new(&ACTION_KEYS);
+    r.object(&ACTION_KEYS, &ORDER, |r, k| {
+        match ACTION_KEYS[k] {
+            "stateDelta" => r.object_skipped()?,
+            "tokenUsage" => checked(r, Ty::Record(&TOKEN_USAGE_FIELDS))?,
+            "runtimeProtocol" => checked(r, Ty::Record(&RUNTIME_PROTOCOL_FIELDS))?,
+            "transferToAgent" => drop(r.plain_str()?),
+            "endInvocation" => (!r.boolean()?).then_some(())?,
+            _ => return None,
+        }
+        Some(())
+    })
+    .map(drop)
+}
+
+/// `refs` as [`plain_refs`] reads them, checked in place.
+fn checked_refs(r: &mut Reader<'_>) -> Option<()> {
+    const ORDER: KeyOrder = KeyOrder::new(&REF_KEYS);
+    r.object(&REF_KEYS, &ORDER, |r, k| {
+        match REF_KEYS[k] {
+            "sourceRuntimeEventHighWater" => {
+                r.number().filter(|n| is_safe_integer(*n) && *n >= 0.0)?;
+            }
+            "sourceMessageDigest" => is_sha256_digest(&JsStr::new(r.plain_str()?)).then_some(())?,
+            _ => drop(r.plain_str()?),
+        }
+        Some(())
+    })
+    .map(drop)
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{checked, decode_plain, Keep, Reader};
+    use super::{check_ordinary, checked, decode_plain, Keep, Reader};
     use crate::event::decode::{check_ty, Ty, TOKEN_USAGE_FIELDS};
     use crate::event::{decode_event_text_exact, RuntimeEvent};
     use crate::json::Json;
@@ -773,6 +895,117 @@ mod tests {
             "{accepted} of {decodable} decodable payloads"
         );
         assert!(declined > payloads.len() * 20, "{declined}");
+    }
+
+    /// Whether `check_ordinary` accepted `text` for `ids`; when it did, the exact
+    /// decoder gives an event with those ids, on the ordinary lane, not terminal, with
+    /// the same `ts` and `partial`.
+    fn ordinary_agrees(text: &str, ids: [&str; 5]) -> bool {
+        let Some(o) = check_ordinary(text, ids) else {
+            return false;
+        };
+        let e = decode_event_text_exact(text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        let got = [
+            &e.id,
+            &e.invocation_id,
+            &e.run_id,
+            &e.session_id,
+            &e.turn_id,
+        ];
+        assert!(got.iter().zip(ids).all(|(g, want)| **g == *want), "{text}");
+        for parent_refs in [false, true] {
+            assert_eq!(
+                crate::ledger::scanner::tool_ledger_lane_as(&e, parent_refs),
+                Some(crate::ledger::scanner::Lane::Ordinary),
+                "{text}"
+            );
+        }
+        assert!(
+            !crate::scan::is_tool_bearing(&e) && !e.is_terminal(),
+            "{text}"
+        );
+        assert_eq!(
+            (o.ts.to_bits(), o.partial),
+            (e.ts.to_bits(), e.partial),
+            "{text}"
+        );
+        true
+    }
+
+    #[test]
+    fn an_ordinary_event_is_checked_in_place_as_the_exact_decoder_reads_it() {
+        let payloads = payloads();
+        let (mut accepted, mut ordinary, mut damaged) = (0, 0, 0);
+        let mut damage = crate::mutate::Mutator::new(0x3c6e_f372_fe94_f82b);
+        for p in &payloads {
+            let Ok(e) = decode_event_text_exact(p) else {
+                continue;
+            };
+            let ids = [
+                &e.id,
+                &e.invocation_id,
+                &e.run_id,
+                &e.session_id,
+                &e.turn_id,
+            ];
+            let ids: Vec<String> = ids.iter().map(|s| s.to_string_lossy()).collect();
+            let ids: [&str; 5] = std::array::from_fn(|k| ids[k].as_str());
+            let plainly_ordinary = crate::ledger::scanner::tool_ledger_lane_as(&e, true)
+                == Some(crate::ledger::scanner::Lane::Ordinary)
+                && !e.is_terminal()
+                && decode_plain(p, Keep::ForWalk).is_some();
+            ordinary += usize::from(plainly_ordinary);
+            accepted += usize::from(ordinary_agrees(p, ids));
+            // Another row's identity is never taken for this one.
+            let mut other = ids;
+            other[4] = "another-turn";
+            assert!(check_ordinary(p, other).is_none(), "{p}");
+            for _ in 0..30 {
+                if let Some(m) = damage.mutate(p) {
+                    damaged += usize::from(ordinary_agrees(&m, ids));
+                }
+            }
+        }
+        // Most ordinary events the fixtures hold are read this way.
+        assert!(accepted * 10 >= ordinary * 7, "{accepted} of {ordinary}");
+        assert!(accepted > 100 && damaged > 100, "{accepted} {damaged}");
+    }
+
+    #[test]
+    fn what_could_be_a_tool_fact_or_terminal_is_not_ordinary() {
+        const TEXT: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
+            "turnId":"t1","ts":17,"partial":false,"role":"model","author":"agent",
+            "refs":{"stepId":"p1"},"actions":{"stateDelta":{"a":[1]},"endInvocation":false,
+            "runtimeProtocol":{"toolBoundary":"t1_after_preflight_v1"}},
+            "content":{"kind":"text","text":"a\nb","providerOptions":{"x":{}}}}"#;
+        const IDS: [&str; 5] = ["e1", "i1", "i1", "s1", "t1"];
+        assert!(ordinary_agrees(TEXT, IDS));
+        let thinking = TEXT.replace(r#""kind":"text","#, r#""kind":"thinking","signature":"s","#);
+        assert!(ordinary_agrees(&thinking, IDS));
+        for (from, to) in [
+            // Terminal, or a tool fact, or left to the exact decoder.
+            (r#""endInvocation":false"#, r#""endInvocation":true"#),
+            (
+                r#""partial":false,"#,
+                r#""partial":false,"status":"running","#,
+            ),
+            (r#""kind":"text","#, r#""kind":"function_call","#),
+            (r#""stateDelta":{"a":[1]}"#, r#""toolDispatch":{}"#),
+            (r#""stateDelta":{"a":[1]}"#, r#""toolRecovery":{}"#),
+            (r#""stateDelta":{"a":[1]}"#, r#""artifactDelta":{}"#),
+            (r#""kind":"text","#, r#""kind":"text","signature":"s","#),
+            (r#""text":"a\nb""#, r#""text":"a\nb","displayText":"x""#),
+            // Refused by Maka.
+            (r#""providerOptions":{"x":{}}"#, r#""providerOptions":[]"#),
+            (r#""stateDelta":{"a":[1]}"#, r#""stateDelta":1"#),
+            (r#""t1_after_preflight_v1""#, r#""t2""#),
+            (r#""ts":17"#, r#""ts":1e400"#),
+            (r#""stepId":"p1""#, r#""sourceMessageDigest":"sha256:0""#),
+        ] {
+            assert_eq!(TEXT.matches(from).count(), 1, "{from}");
+            let v = TEXT.replace(from, to);
+            assert!(check_ordinary(&v, IDS).is_none(), "{v}");
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub use decode::{
     decode_event, decode_event_text, decode_event_text_exact, decode_event_text_for_walk,
     payload_identity_matches, DecodeError,
 };
+pub use direct::{check_ordinary, Ordinary};
 
 use crate::json::{JsObject, JsStr, Json};
 

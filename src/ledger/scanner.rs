@@ -796,6 +796,57 @@ impl ToolLedgerScanner {
         Ok(())
     }
 
+    /// [`ToolLedgerScanner::push_prepared`] for an event on the ordinary lane known
+    /// only by its identity (`id, invocation, run, session, turn`: the row's columns,
+    /// which its payload was checked to carry), for a scanner of store rows. Such an
+    /// event only moves the scan to its invocation and records or checks the
+    /// invocation's spine; `false`, with nothing done but the move, when that check
+    /// (or the move) would report something: the caller then pushes the decoded event,
+    /// which reports it.
+    pub fn push_ordinary(&mut self, ids: [&str; 5]) -> bool {
+        let [_, invocation, run, session, turn] = ids;
+        if !(self.options.assume_store_order && self.options.assume_unique_event_ids) {
+            return false;
+        }
+        let current = self
+            .current
+            .as_ref()
+            .is_some_and(|s| s.invocation_id == *invocation);
+        if !current {
+            if self
+                .last_invocation
+                .as_ref()
+                .is_some_and(|last| last.as_wtf8() >= invocation.as_bytes())
+            {
+                return false;
+            }
+            let invocation = JsStr::new(invocation);
+            self.last_invocation = Some(invocation.clone());
+            if self.current.is_some() {
+                let ops = std::mem::take(&mut self.operations);
+                self.ops_base += ops.len();
+                self.closed.extend(ops);
+                self.spines.clear();
+            }
+            self.current = Some(InvocationState::new(&invocation));
+        }
+        // In store order only the current invocation has a spine.
+        match self.spines.iter().find(|(k, _)| ***k == *invocation) {
+            Some((_, spine)) => {
+                *spine.session == *session && *spine.run == *run && *spine.turn == *turn
+            }
+            None => {
+                let spine = Spine {
+                    session: self.intern(&JsStr::new(session)),
+                    run: self.intern(&JsStr::new(run)),
+                    turn: self.intern(&JsStr::new(turn)),
+                };
+                self.spines.insert(Arc::new(JsStr::new(invocation)), spine);
+                true
+            }
+        }
+    }
+
     /// Makes `event`'s invocation the current one.
     fn enter_invocation(&mut self, event: &RuntimeEvent) -> Result<(), ScanOrderError> {
         let invocation = &event.invocation_id;

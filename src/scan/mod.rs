@@ -35,7 +35,8 @@ use crate::db::{
     StoredEventRow, StoredOperationKey,
 };
 use crate::event::{
-    decode_event_text, decode_event_text_for_walk, Content, DecodeError, RuntimeEvent,
+    check_ordinary, decode_event_text, decode_event_text_for_walk, Content, DecodeError, Ordinary,
+    RuntimeEvent,
 };
 use crate::findings::Finding;
 use crate::header::{decode_header_as, HeaderFacts, RunHeader};
@@ -44,6 +45,7 @@ use crate::ledger::scanner::{
     tool_ledger_lane_as, IssueCode, Lane, LateTouch, Operation, ScanOptions as ScannerOptions,
     ToolLedgerScanner,
 };
+use crate::release::compat::older_decoder_rejects;
 use crate::release::rules::{DecoderRules, HeaderRules};
 use crate::release::Rules;
 use runs::RunReport;
@@ -86,29 +88,24 @@ impl RunAcc {
         event_id: &str,
         decoded: Option<&RuntimeEvent>,
     ) {
-        self.add_row(invocation_id, event_seq, event_id, decoded);
+        self.add_row(invocation_id, event_seq, event_id, decoded.map(|e| e.ts));
         if let Some(event) = decoded.filter(|e| e.is_terminal()) {
             self.terminals.push((event_seq, event.clone()));
         }
     }
 
-    /// [`RunAcc::add`] but for keeping a terminal event, which the caller does.
-    fn add_row(
-        &mut self,
-        invocation_id: &str,
-        event_seq: i64,
-        event_id: &str,
-        decoded: Option<&RuntimeEvent>,
-    ) {
+    /// [`RunAcc::add`] but for keeping a terminal event, which the caller does; `ts`
+    /// is the event's when it decoded.
+    fn add_row(&mut self, invocation_id: &str, event_seq: i64, event_id: &str, ts: Option<f64>) {
         self.rows += 1;
         self.max_seq = self.max_seq.max(event_seq);
         if !self.invocations.iter().any(|i| i == invocation_id) {
             self.invocations.push(invocation_id.to_owned());
         }
-        match decoded {
+        match ts {
             None => self.undecodable += 1,
-            Some(event) => {
-                self.last_ts = Some(self.last_ts.map_or(event.ts, |t| t.max(event.ts)));
+            Some(ts) => {
+                self.last_ts = Some(self.last_ts.map_or(ts, |t| t.max(ts)));
                 if self.tail.as_ref().is_none_or(|(s, _)| event_seq >= *s) {
                     match &mut self.tail {
                         Some((s, id)) => {
@@ -593,8 +590,8 @@ impl Walker {
         row: &EventRowRef<'_>,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
-        let mut decoded = decode_row_as(row, &self.rules.decoder);
-        self.push_decoded(row, &mut decoded, Prepared::default(), store)
+        let mut decoded = Decoded::from(decode_row_as(row, &self.rules.decoder));
+        self.push_decoded(row, &[], &mut decoded, Prepared::default(), store)
     }
 
     /// Feeds a batch whose rows were decoded with [`EventBatch::decode`] (possibly on
@@ -615,7 +612,9 @@ impl Walker {
                 id_hash: Some(batch.id_hashes[i]),
                 lane: batch.lanes[i],
             };
-            self.push_decoded(&batch_row(&batch.rows, &batch.text, i), d, prepared, store)?;
+            let row = batch_row(&batch.rows, &batch.text, i);
+            let payload = payload_of(&batch.rows, &batch.payloads, i);
+            self.push_decoded(&row, payload, d, prepared, store)?;
         }
         batch.text.clear();
         batch.payloads.clear();
@@ -660,10 +659,14 @@ impl Walker {
         Ok(explained == rows)
     }
 
+    /// Feeds one decoded row; `payload` is its payload as stored when `decoded` is an
+    /// ordinary event checked in place (decoded here in the rare case that the
+    /// scanner must see it).
     fn push_decoded(
         &mut self,
         row: &EventRowRef<'_>,
-        decoded: &mut Result<Box<RuntimeEvent>, String>,
+        payload: &[u8],
+        decoded: &mut Decoded,
         prepared: Prepared,
         store: &mut dyn ScanStore,
     ) -> Result<(), DbError> {
@@ -697,8 +700,28 @@ impl Walker {
             }
         };
         let acc = &mut self.inv_runs[pos].1;
+        if let Decoded::Ordinary(o) = decoded {
+            let ids = [
+                id,
+                &*row.invocation_id,
+                &*row.run_id,
+                &*row.session_id,
+                &*row.turn_id,
+            ];
+            if self.scanner.push_ordinary(ids) {
+                acc.add_row(&row.invocation_id, row.event_seq, id, Some(o.ts));
+                return Ok(());
+            }
+            // The scanner reports something about it, for which it needs the event
+            // (which the check in place showed decodes, ordinary and not terminal).
+            let row = EventRowRef {
+                payload_json: lossy(payload),
+                ..row.clone()
+            };
+            *decoded = Decoded::from(decode_row_as(&row, &self.rules.decoder));
+        }
         let terminal = match &*decoded {
-            Err(message) => {
+            Decoded::Failed(message) => {
                 acc.add_row(&row.invocation_id, row.event_seq, id, None);
                 self.decode_failures.push(DecodeFailure {
                     event_id: id.to_owned(),
@@ -708,8 +731,8 @@ impl Walker {
                 });
                 false
             }
-            Ok(event) => {
-                acc.add_row(&row.invocation_id, row.event_seq, id, Some(event));
+            Decoded::Event(event) => {
+                acc.add_row(&row.invocation_id, row.event_seq, id, Some(event.ts));
                 if is_tool_bearing(event) {
                     self.inv_commits.insert(id.to_owned(), row.committed_at);
                 }
@@ -718,10 +741,13 @@ impl Walker {
                 debug_assert!(pushed.is_ok());
                 event.is_terminal()
             }
+            Decoded::Ordinary(_) => unreachable!("replaced above"),
         };
         if terminal {
             // The run keeps it: taken, not copied (nothing reads it here again).
-            if let Ok(event) = std::mem::replace(decoded, Err(String::new())) {
+            if let Decoded::Event(event) =
+                std::mem::replace(decoded, Decoded::Failed(String::new()))
+            {
                 self.inv_runs[pos].1.terminals.push((row.event_seq, *event));
             }
         }
@@ -1201,7 +1227,7 @@ pub fn decode_row_as(
     rules: &DecoderRules,
 ) -> Result<Box<RuntimeEvent>, String> {
     let event = decode_parts_with(decode_event_text_for_walk, row)?;
-    match crate::release::compat::older_decoder_rejects(&row.payload_json, rules) {
+    match older_decoder_rejects(&row.payload_json, rules) {
         None => Ok(event),
         Some(e) => Err(e),
     }
@@ -1232,6 +1258,26 @@ fn decode_parts_with<E: Borrow<RuntimeEvent>>(
     Ok(decoded)
 }
 
+/// A row's payload as the walk takes it.
+pub enum Decoded {
+    /// Decoded whole ([`decode_row_as`]).
+    Event(Box<RuntimeEvent>),
+    /// Checked in place as an ordinary, non-terminal event with the row's identity
+    /// ([`crate::event::check_ordinary`]): all the walk reads of it but the row.
+    Ordinary(Ordinary),
+    /// Did not decode: why.
+    Failed(String),
+}
+
+impl From<Result<Box<RuntimeEvent>, String>> for Decoded {
+    fn from(r: Result<Box<RuntimeEvent>, String>) -> Decoded {
+        match r {
+            Ok(event) => Decoded::Event(event),
+            Err(message) => Decoded::Failed(message),
+        }
+    }
+}
+
 /// `runtime_events` rows copied out of SQLite into one buffer, so that their payloads
 /// can be decoded on another thread while the next rows are read (decoding is most of
 /// a scan's work). Every text column is kept as stored bytes and read as text
@@ -1247,7 +1293,7 @@ pub struct EventBatch {
     text: String,
     payloads: Vec<u8>,
     rows: Vec<BatchRow>,
-    decoded: Vec<Result<Box<RuntimeEvent>, String>>,
+    decoded: Vec<Decoded>,
     /// Per decoded function call, its canonical args hash, computed where it is decoded
     /// (the walk's thread is the busier one).
     args_hashes: Vec<Option<Option<String>>>,
@@ -1338,14 +1384,28 @@ impl EventBatch {
         self.id_hashes.clear();
         self.lanes.clear();
         for i in 0..self.rows.len() {
-            let from = if i == 0 {
-                0
-            } else {
-                self.rows[i - 1].payload_end
-            };
-            let payload = lossy(&self.payloads[from..self.rows[i].payload_end]);
-            let mut row = self.row(i);
+            let payload = lossy(payload_of(&self.rows, &self.payloads, i));
+            let mut row = batch_row(&self.rows, &self.text, i);
             let id_hash = ids.hash(&*row.event_id);
+            self.id_hashes.push(id_hash);
+            let identity = [
+                &*row.event_id,
+                &*row.invocation_id,
+                &*row.run_id,
+                &*row.session_id,
+                &*row.turn_id,
+            ];
+            if let Some(o) = may_be_ordinary(&payload)
+                .then(|| check_ordinary(&payload, identity))
+                .flatten()
+            {
+                if older_decoder_rejects(&payload, &rules.decoder).is_none() {
+                    self.lanes.push(Some(Some(Lane::Ordinary)));
+                    self.args_hashes.push(None);
+                    self.decoded.push(Decoded::Ordinary(o));
+                    continue;
+                }
+            }
             row.payload_json = payload;
             let d = decode_row_as(&row, &rules.decoder);
             self.lanes.push(
@@ -1360,8 +1420,7 @@ impl EventBatch {
                 }) => Some(crate::args_hash::canonical_tool_args_hash(name, args).ok()),
                 _ => None,
             });
-            self.decoded.push(d);
-            self.id_hashes.push(id_hash);
+            self.decoded.push(Decoded::from(d));
         }
     }
 
@@ -1436,11 +1495,31 @@ impl EventBatch {
                 .map(|c| digests.matches_at(&c.op, c.commits)),
         );
     }
+}
 
-    /// Row `i` without its payload (the walk does not read it).
+#[cfg(test)]
+impl EventBatch {
+    /// Row `i` without its payload.
     fn row(&self, i: usize) -> EventRowRef<'_> {
         batch_row(&self.rows, &self.text, i)
     }
+}
+
+/// Whether `payload` is worth checking in place as an ordinary event: not when it
+/// spells a function call's or response's content kind. A call or response is only
+/// found out at its content, a third into its payload, and checking that far cost
+/// more than this search; a false alarm (the words inside some other value) only
+/// sends the event to be decoded whole.
+fn may_be_ordinary(payload: &str) -> bool {
+    static FUNCTION: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""kind":"function_"#));
+    FUNCTION.find(payload.as_bytes()).is_none()
+}
+
+/// Row `i`'s payload among a batch's `payloads`, as stored.
+fn payload_of<'a>(rows: &[BatchRow], payloads: &'a [u8], i: usize) -> &'a [u8] {
+    let from = if i == 0 { 0 } else { rows[i - 1].payload_end };
+    &payloads[from..rows[i].payload_end]
 }
 
 /// Row `i` of a batch's `rows` over its `text` (apart from the batch, so that the walk
