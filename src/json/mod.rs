@@ -993,6 +993,39 @@ fn debug_write(f: &mut fmt::Formatter<'_>, root: &Json) -> fmt::Result {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_string_is_the_same_kept_in_place_or_boxed() {
+        use std::hash::BuildHasher;
+        let state = std::hash::RandomState::new();
+        for n in [0, 1, INLINE - 1, INLINE, INLINE + 1, 40] {
+            let text: String = "é".repeat(n / 2) + &"a".repeat(n % 2);
+            let ways = [
+                JsStr::new(&text),
+                JsStr::from(text.clone()),
+                JsStr::from(text.as_str()),
+                JsStr::from_wtf8_unchecked(text.clone().into_bytes()),
+            ];
+            for w in &ways {
+                assert_eq!(w.as_str(), Some(text.as_str()));
+                assert_eq!(w.as_wtf8(), text.as_bytes());
+                assert!(w.is_well_formed());
+                assert_eq!(*w, ways[0]);
+                assert_eq!(state.hash_one(w), state.hash_one(&ways[0]));
+                // Hashed as `str` hashes the same text.
+                assert_eq!(state.hash_one(w), state.hash_one(text.as_str()));
+            }
+            // One byte more or less is another string.
+            let longer = JsStr::new(&(text.clone() + "a"));
+            assert_ne!(longer, ways[0]);
+            assert_ne!(state.hash_one(&longer), state.hash_one(&ways[0]));
+        }
+        // A lone surrogate is kept as WTF-8 however short, and is not its lossy text.
+        let lone = JsStr::from_ill_formed_wtf8(&[0xed, 0xa0, 0x80]);
+        assert!(!lone.is_well_formed() && lone.as_str().is_none());
+        assert_ne!(lone, JsStr::new(&lone.to_string_lossy()));
+        assert_eq!(JsStr::default(), JsStr::new(""));
+    }
+
     fn js(text: &str) -> JsStr {
         parse(text).unwrap().into_js_string().unwrap()
     }
