@@ -78,12 +78,25 @@ fn generate(dir: &Path, template: &str, events: u64) -> PathBuf {
         )
         .unwrap();
     assert!(n >= 3, "only {n} run events given another turn");
-    // Leave no -wal behind: the scan then opens the file immutable and uses the twin.
+    close_without_wal(conn);
+    assert!(!wsledger::db::wal_path(&db).exists());
+    db
+}
+
+/// Closes a connection that changed a generated workspace, leaving no `-wal` behind:
+/// the scan then opens the file immutable and uses the twin.
+fn close_without_wal(conn: rusqlite::Connection) {
     conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     drop(conn);
-    assert!(!wsledger::db::wal_path(&db).exists());
-    db
+}
+
+/// Every way of spreading the scan of `db` gives `one`, the one-thread report.
+fn same_in_every_spread(db: &Path, one: &(serde_json::Value, String)) {
+    for threads in SPREAD {
+        let other = scan(db, threads);
+        assert!(other == *one, "{threads:?} differs from one thread");
+    }
 }
 
 /// The ways of spreading the work that must equal [`Threads::One`].
@@ -179,9 +192,7 @@ fn projection_damage_spread_over_many_batches_gives_the_one_thread_report() {
         renamed >= 10 && dropped >= 10,
         "{renamed} renamed, {dropped} dropped"
     );
-    conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
-    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-    drop(conn);
+    close_without_wal(conn);
     let one = scan(&db, Threads::One);
     let found = codes(&one.0);
     for code in [
@@ -191,10 +202,7 @@ fn projection_damage_spread_over_many_batches_gives_the_one_thread_report() {
         let n = found.get(code).copied().unwrap_or(0);
         assert!(n >= 5, "{n} {code} in {found:?}");
     }
-    for threads in SPREAD {
-        let other = scan(&db, threads);
-        assert!(other == one, "{threads:?} differs from one thread");
-    }
+    same_in_every_spread(&db, &one);
 }
 
 /// Ordinary events (text, no tool fact) that carry another turn than the first event
@@ -215,16 +223,11 @@ fn an_ordinary_event_off_its_invocation_spine_gives_the_one_thread_report() {
         )
         .unwrap();
     assert!(moved >= 10, "{moved} moved");
-    conn.pragma_update(None, "journal_mode", "DELETE").unwrap();
-    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
-    drop(conn);
+    close_without_wal(conn);
     let one = scan(&db, Threads::One);
     let issues = one.1.matches("InvocationIdentityConflict").count();
     assert!(issues >= 10, "{issues} conflicts in {}", one.1);
-    for threads in SPREAD {
-        let other = scan(&db, threads);
-        assert!(other == one, "{threads:?} differs from one thread");
-    }
+    same_in_every_spread(&db, &one);
 }
 
 /// The same on the workspace Maka wrote (when unpacked): its shape (2,000 sessions,

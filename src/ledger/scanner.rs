@@ -813,20 +813,9 @@ impl ToolLedgerScanner {
             .as_ref()
             .is_some_and(|s| s.invocation_id == *invocation);
         if !current {
-            if self
-                .last_invocation
-                .as_ref()
-                .is_some_and(|last| last.as_wtf8() >= invocation.as_bytes())
-            {
-                return false;
-            }
             let invocation = JsStr::new(invocation);
-            self.last_invocation = Some(invocation.clone());
-            if self.current.is_some() {
-                let ops = std::mem::take(&mut self.operations);
-                self.ops_base += ops.len();
-                self.closed.extend(ops);
-                self.spines.clear();
+            if !self.leave_in_store_order(&invocation) {
+                return false;
             }
             self.current = Some(InvocationState::new(&invocation));
         }
@@ -847,6 +836,29 @@ impl ToolLedgerScanner {
         }
     }
 
+    /// Under store order, leaves the current invocation (if any) for `invocation`,
+    /// which the caller then makes current; `false`, with nothing done, when its id
+    /// does not grow: the store orders by `invocation_id` (bytes), so that would be a
+    /// return to a left invocation.
+    fn leave_in_store_order(&mut self, invocation: &JsStr) -> bool {
+        if self
+            .last_invocation
+            .as_ref()
+            .is_some_and(|last| last.as_wtf8() >= invocation.as_wtf8())
+        {
+            return false;
+        }
+        self.last_invocation = Some(invocation.clone());
+        if self.current.is_some() {
+            // Nobody closed the invocation we leave: keep its operations.
+            let ops = std::mem::take(&mut self.operations);
+            self.ops_base += ops.len();
+            self.closed.extend(ops);
+            self.spines.clear();
+        }
+        true
+    }
+
     /// Makes `event`'s invocation the current one.
     fn enter_invocation(&mut self, event: &RuntimeEvent) -> Result<(), ScanOrderError> {
         let invocation = &event.invocation_id;
@@ -858,25 +870,11 @@ impl ToolLedgerScanner {
             return Ok(());
         }
         let next = if self.options.assume_store_order {
-            // The store orders by `invocation_id` (bytes): an invocation id that is not
-            // greater than the one we leave means a return to a left invocation.
-            if self
-                .last_invocation
-                .as_ref()
-                .is_some_and(|last| last.as_wtf8() >= invocation.as_wtf8())
-            {
+            if !self.leave_in_store_order(invocation) {
                 return Err(ScanOrderError {
                     event_id: event.id.clone(),
                     invocation_id: invocation.clone(),
                 });
-            }
-            self.last_invocation = Some(invocation.clone());
-            if self.current.is_some() {
-                // Nobody closed the invocation we leave: keep its operations.
-                let ops = std::mem::take(&mut self.operations);
-                self.ops_base += ops.len();
-                self.closed.extend(ops);
-                self.spines.clear();
             }
             InvocationState::new(invocation)
         } else {
