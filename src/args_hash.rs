@@ -54,10 +54,17 @@ pub fn identity_preimage(tool_name: &JsStr, args: &Json) -> Result<String, ArgsH
         return Err(ArgsHashError::EmptyToolName);
     }
     // Maka validates the whole value first, `__proto__` subtrees included.
-    if has_non_finite(args) {
+    let (non_finite, changes) = survey(args);
+    if non_finite {
         return Err(ArgsHashError::NotStrictJson);
     }
-    let canonical = canonicalize(args);
+    // Most arguments have nothing to remove or sort: their identity form is
+    // themselves, and copying the tree would be most of this function's work.
+    let canonical = if changes {
+        std::borrow::Cow::Owned(canonicalize(args))
+    } else {
+        std::borrow::Cow::Borrowed(args)
+    };
     // The wrapper's two keys are already in property order: "args" < "toolName".
     let mut out = String::from("{\"args\":");
     write_stable(&mut out, &canonical).map_err(|_| ArgsHashError::NotStrictJson)?;
@@ -67,17 +74,27 @@ pub fn identity_preimage(tool_name: &JsStr, args: &Json) -> Result<String, ArgsH
     Ok(out)
 }
 
-fn has_non_finite(value: &Json) -> bool {
+/// Whether `value` holds a number that is not finite, and whether [`canonicalize`]
+/// would change it: a `__proto__` key to remove, or an array of two or more items
+/// under a key whose array is sorted.
+fn survey(value: &Json) -> (bool, bool) {
+    let mut changes = false;
     let mut stack = vec![value];
     while let Some(v) = stack.pop() {
         match v {
-            Json::Number(n) if !n.is_finite() => return true,
+            Json::Number(n) if !n.is_finite() => return (true, changes),
             Json::Array(items) => stack.extend(items.iter()),
-            Json::Object(o) => stack.extend(o.iter().map(|(_, c)| c)),
+            Json::Object(o) => {
+                for (k, c) in o.iter() {
+                    changes |= *k == "__proto__"
+                        || (sorts_its_array(k) && matches!(c, Json::Array(a) if a.len() > 1));
+                    stack.push(c);
+                }
+            }
             _ => {}
         }
     }
-    false
+    (false, changes)
 }
 
 /// Keys whose array value is sorted in the identity preimage.
@@ -211,6 +228,35 @@ mod tests {
             canonical_tool_args_hash(&JsStr::new("read_file"), &args).unwrap(),
             "sha256:ce4de5e5b11c1206b69ff9f5af1eb75de5ec3eacd5d6558af95cb05e660e8706"
         );
+    }
+
+    /// The survey asks for `canonicalize` whenever it would change the value, so
+    /// skipping it otherwise gives the same preimage.
+    #[test]
+    fn arguments_are_left_as_they_are_only_when_nothing_would_change() {
+        // (arguments, whether the survey asks for canonicalize)
+        for (text, asks) in [
+            (r#"{"path":"README.md","limit":20}"#, false),
+            (r#"{"b":[3,1,2],"a":{"enum":["x"],"required":[]}}"#, false),
+            (r#"{"required":"not an array","enum":{"a":1}}"#, false),
+            (r#"[["b","a"],{"q":[3,2]}]"#, false),
+            ("7", false),
+            (r#"{"schema":{"required":["b","a"]}}"#, true),
+            (r#"{"enum":[2,1]}"#, true),
+            (r#"[{"__proto__":1}]"#, true),
+            (r#"{"x":{"y":{"__proto__":{"z":1}}}}"#, true),
+            (r#"[{"q":[{"required":[1,0]}]}]"#, true),
+            // Already sorted: asked all the same (canonicalize then changes nothing).
+            (r#"{"required":["a","b"]}"#, true),
+        ] {
+            let args = parse(text).unwrap();
+            assert_eq!(survey(&args), (false, asks), "{text}");
+            assert!(asks || canonicalize(&args) == args, "{text}");
+            let mut forced = String::from("{\"args\":");
+            write_stable(&mut forced, &canonicalize(&args)).unwrap();
+            forced.push_str(",\"toolName\":\"t\"}");
+            assert_eq!(preimage("t", text), forced, "{text}");
+        }
     }
 
     #[test]

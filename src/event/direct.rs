@@ -71,6 +71,10 @@ impl<'a> Reader<'a> {
 
     fn number(&mut self) -> Option<f64> {
         self.i = ws(self.b, self.i);
+        if let Some((n, end)) = short_integer_at(self.b, self.i) {
+            self.i = end;
+            return Some(n);
+        }
         let (end, _) = skip_number(self.b, self.i)?;
         let n = match plain_integer(&self.b[self.i..end]) {
             Some(n) => n,
@@ -335,6 +339,31 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 /// A number of at most 15 digits and nothing else (a `-` first aside), as a double: it
 /// is below 2^53, so exact, as `str::parse` gives it. The usual case (`ts`, counts)
 /// without the general parser, which cost about 350 instructions a number.
+/// The integer of at most 15 digits that starts at `i` (most numbers Maka writes:
+/// times, counts), read in one pass, and its end; `None` for anything else (then the
+/// number is read as [`skip_number`] and `str::parse` read it, which give the same
+/// double for these).
+fn short_integer_at(b: &[u8], i: usize) -> Option<(f64, usize)> {
+    let negative = b.get(i) == Some(&b'-');
+    let from = i + usize::from(negative);
+    let mut j = from;
+    let mut v = 0u64;
+    while let Some(&d) = b.get(j).filter(|d| d.is_ascii_digit()) {
+        v = v * 10 + u64::from(d - b'0');
+        j += 1;
+        if j - from > 15 {
+            return None;
+        }
+    }
+    let n = j - from;
+    // No digits, a leading zero, or a fraction or exponent next.
+    if n == 0 || (n > 1 && b[from] == b'0') || matches!(b.get(j), Some(b'.' | b'e' | b'E')) {
+        return None;
+    }
+    let v = v as f64;
+    Some((if negative { -v } else { v }, j))
+}
+
 fn plain_integer(b: &[u8]) -> Option<f64> {
     let (negative, digits) = match b {
         [b'-', rest @ ..] => (true, rest),
@@ -817,7 +846,7 @@ fn checked_refs(r: &mut Reader<'_>) -> Option<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_ordinary, checked, decode_plain, Keep, Reader};
+    use super::{check_ordinary, checked, decode_plain, short_integer_at, Keep, Reader};
     use crate::event::decode::{check_ty, Ty, TOKEN_USAGE_FIELDS};
     use crate::event::{decode_event_text_exact, RuntimeEvent};
     use crate::json::Json;
@@ -861,6 +890,74 @@ mod tests {
             }
         }
         out
+    }
+
+    /// The one-pass integer agrees with reading the number's end and parsing its
+    /// text, and leaves everything else (fractions, exponents, long or malformed
+    /// numbers) to them.
+    #[test]
+    fn a_short_integer_reads_as_the_number_it_spells() {
+        let cases = [
+            "0",
+            "-0",
+            "7",
+            "-7",
+            "10",
+            "1756713600538",
+            "999999999999999",
+            "-999999999999999",
+            "1000000000000000",
+            "9007199254740993",
+            "01",
+            "-",
+            "-01",
+            "1.5",
+            "1e3",
+            "1E3",
+            "12.",
+            "2,",
+            "3}",
+            "4]",
+            "5 ",
+            "",
+            "x",
+            "-x",
+            "00",
+        ];
+        for text in cases {
+            for tail in ["", ",", "}"] {
+                let b = format!("{text}{tail}");
+                let fast = short_integer_at(b.as_bytes(), 0);
+                let slow = crate::json::validate::skip_number(b.as_bytes(), 0)
+                    .and_then(|(end, _)| Some((b[..end].parse::<f64>().ok()?, end)));
+                match fast {
+                    Some((n, end)) => {
+                        let (m, e) = slow.expect(&b);
+                        assert_eq!((n.to_bits(), end), (m.to_bits(), e), "{b}");
+                    }
+                    // Left to the slow path: a fraction, an exponent, more than 15
+                    // digits, or not a number at all.
+                    None => assert!(
+                        slow.is_none_or(|(_, end)| {
+                            let n = &b[..end];
+                            n.trim_start_matches('-').len() > 15 || n.contains(['.', 'e', 'E'])
+                        }),
+                        "{b}"
+                    ),
+                }
+            }
+        }
+        let text = "[1756713600538,-3,2.5]";
+        let mut r = Reader {
+            text,
+            b: text.as_bytes(),
+            i: 1,
+        };
+        assert_eq!(r.number(), Some(1756713600538.0));
+        r.i += 1;
+        assert_eq!(r.number(), Some(-3.0));
+        r.i += 1;
+        assert_eq!(r.number(), Some(2.5));
     }
 
     #[test]

@@ -5,6 +5,10 @@
 use super::parse::find_string_stop;
 
 pub(crate) fn ws(b: &[u8], mut i: usize) -> usize {
+    // Maka writes no whitespace between tokens: one test in the usual case.
+    if b.get(i).is_some_and(|&c| c > b' ') {
+        return i;
+    }
     while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
         i += 1;
     }
