@@ -15,8 +15,8 @@ use wsledger::db::{
     StoredOperationKey,
 };
 use wsledger::event::{
-    decode_event_text, decode_event_text_exact, decode_event_text_for_walk, encode_canonical,
-    event_kind, RuntimeEvent,
+    check_ordinary, decode_event_text, decode_event_text_exact, decode_event_text_for_walk,
+    encode_canonical, event_kind, RuntimeEvent,
 };
 use wsledger::json::{parse, JsStr};
 use wsledger::ledger::scanner::scan_tool_ledger;
@@ -34,6 +34,61 @@ fn text(data: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(data)
 }
 
+/// The scan's in-place check of an ordinary event (`check_ordinary`), given the
+/// identity the text spells (or, when it spells none, a made-up one): it may give up
+/// on anything, but what it passes must decode to a non-terminal event on the ordinary
+/// lane with that identity and the `ts` and `partial` it reports.
+fn ordinary_check_agrees(text: &str, decoded: Option<&RuntimeEvent>) {
+    let spelled = parse(text).ok().and_then(|v| {
+        let wsledger::json::Json::Object(o) = &v else {
+            return None;
+        };
+        let id = |k: &str| match o.get(k) {
+            Some(wsledger::json::Json::String(s)) => Some(s.to_string()),
+            _ => None,
+        };
+        Some([
+            id("id")?,
+            id("invocationId")?,
+            id("runId")?,
+            id("sessionId")?,
+            id("turnId")?,
+        ])
+    });
+    let ids = spelled.unwrap_or_else(|| ["e", "i", "r", "s", "t"].map(String::from));
+    let Some(o) = check_ordinary(text, ids.each_ref().map(String::as_str)) else {
+        return;
+    };
+    // Any other identity is refused.
+    for k in 0..5 {
+        let mut other = ids.clone();
+        other[k].push('x');
+        assert!(
+            check_ordinary(text, other.each_ref().map(String::as_str)).is_none(),
+            "passed in place with identity {other:?}: {text}"
+        );
+    }
+    let e = decoded.unwrap_or_else(|| panic!("passed in place, does not decode: {text}"));
+    let identity = [
+        &e.id,
+        &e.invocation_id,
+        &e.run_id,
+        &e.session_id,
+        &e.turn_id,
+    ];
+    assert!(
+        identity.iter().zip(&ids).all(|(a, b)| **a == b.as_str()),
+        "passed in place with another identity: {text}"
+    );
+    assert!(o.ts == e.ts && o.partial == e.partial, "{text}");
+    assert!(!e.is_terminal(), "terminal, passed in place: {text}");
+    assert_eq!(
+        wsledger::ledger::scanner::tool_ledger_lane(e),
+        Some(wsledger::ledger::scanner::Lane::Ordinary),
+        "{text}"
+    );
+}
+
 /// `decode_event_text` on any input (and the walk's decode, which must agree with it);
 /// whatever decodes has a canonical encoding that decodes again and is a fixed point.
 pub fn decode(data: &[u8]) {
@@ -47,6 +102,7 @@ pub fn decode(data: &[u8]) {
         decoded.clone().map(RuntimeEvent::with_unread_emptied),
         "{text}"
     );
+    ordinary_check_agrees(&text, decoded.as_ref().ok());
     let Ok(event) = decoded else {
         return;
     };
