@@ -173,8 +173,8 @@ fn event_into_json(e: RuntimeEvent) -> Json {
     );
     b.opt("status", e.status.map(|st| s(st.as_str())));
     b.opt("content", e.content.map(content_into_json));
-    b.opt("actions", e.actions.map(actions_into_json));
-    b.opt("refs", e.refs.map(refs_into_json));
+    b.opt("actions", e.actions.map(|a| actions_into_json(*a)));
+    b.opt("refs", e.refs.map(|r| refs_into_json(*r)));
     b.done()
 }
 

@@ -468,8 +468,8 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
         model_visibility,
         status,
         content,
-        actions,
-        refs,
+        actions: actions.map(Box::new),
+        refs: refs.map(Box::new),
     })
 }
 

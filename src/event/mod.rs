@@ -119,8 +119,10 @@ pub struct RuntimeEvent {
     pub model_visibility: Option<ModelVisibility>,
     pub status: Option<EventStatus>,
     pub content: Option<Content>,
-    pub actions: Option<Actions>,
-    pub refs: Option<Refs>,
+    /// Boxed, as `refs`: 584 and 352 bytes, mostly empty, which every move of an event
+    /// copied and every drop walked (an event is 296 bytes instead of 1,216).
+    pub actions: Option<Box<Actions>>,
+    pub refs: Option<Box<Refs>>,
 }
 
 impl RuntimeEvent {

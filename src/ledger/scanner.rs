@@ -1386,7 +1386,7 @@ pub(crate) mod test_events {
 
     pub(crate) fn disp(id: &str, op: &str, tc: &str, name: &str, hash: &str) -> RuntimeEvent {
         let mut e = base(id, Role::System, Author::System);
-        e.actions = Some(Actions {
+        e.actions = Some(Box::new(Actions {
             tool_dispatch: Some(ToolDispatch {
                 operation_id: s(op),
                 provider_tool_call_id: s(tc),
@@ -1395,8 +1395,8 @@ pub(crate) mod test_events {
                 recovery_mode: RecoveryMode::ReplaySafe,
             }),
             ..Actions::default()
-        });
-        e.refs = Some(refs(Some(op), Some(tc)));
+        }));
+        e.refs = Some(Box::new(refs(Some(op), Some(tc))));
         e
     }
 
@@ -1425,21 +1425,21 @@ pub(crate) mod test_events {
             provider_executed: None,
             provider_output: None,
         });
-        e.refs = r;
+        e.refs = r.map(Box::new);
         e
     }
 
     pub(crate) fn recovery(id: &str, kind: &str, op: &str, tc: &str) -> RuntimeEvent {
         let mut e = base(id, Role::System, Author::System);
-        e.actions = Some(Actions {
+        e.actions = Some(Box::new(Actions {
             tool_recovery: Some(ToolRecovery {
                 kind: s(kind),
                 operation_id: s(op),
                 envelope: Json::Null,
             }),
             ..Actions::default()
-        });
-        e.refs = Some(refs(Some(op), Some(tc)));
+        }));
+        e.refs = Some(Box::new(refs(Some(op), Some(tc))));
         e
     }
 
@@ -1666,10 +1666,10 @@ mod tests {
         with_status.status = Some(EventStatus::Completed);
         // A response with endInvocation.
         let mut ending = resp("r8", "tc8", "Bash", None);
-        ending.actions = Some(Actions {
+        ending.actions = Some(Box::new(Actions {
             end_invocation: Some(true),
             ..Actions::default()
-        });
+        }));
         let events = vec![two, with_status, ending, resp("r1", "tc1", "Write", None)];
         let scan = scan_tool_ledger(&events);
         assert_eq!(
@@ -1690,29 +1690,29 @@ mod tests {
         let mut delta = JsObject::new();
         delta.insert(s("intent"), Json::String(s("x")));
         let mut ok_call = call("c", "t", "n", Json::Null);
-        ok_call.actions = Some(Actions {
+        ok_call.actions = Some(Box::new(Actions {
             state_delta: Some(delta),
             ..Actions::default()
-        });
+        }));
         assert_eq!(tool_ledger_lane(&ok_call), Some(Lane::FunctionCall));
         let mut empty_actions = call("c", "t", "n", Json::Null);
-        empty_actions.actions = Some(Actions::default());
+        empty_actions.actions = Some(Box::new(Actions::default()));
         assert_eq!(tool_ledger_lane(&empty_actions), None);
 
         let mut duration = JsObject::new();
         duration.insert(s("durationMs"), Json::Number(12.5));
         let mut ok_resp = resp("r", "t", "n", None);
-        ok_resp.actions = Some(Actions {
+        ok_resp.actions = Some(Box::new(Actions {
             state_delta: Some(duration),
             ..Actions::default()
-        });
+        }));
         assert_eq!(tool_ledger_lane(&ok_resp), Some(Lane::FunctionResponse));
         let mut inf = JsObject::new();
         inf.insert(s("durationMs"), Json::Number(f64::INFINITY));
-        ok_resp.actions = Some(Actions {
+        ok_resp.actions = Some(Box::new(Actions {
             state_delta: Some(inf),
             ..Actions::default()
-        });
+        }));
         assert_eq!(tool_ledger_lane(&ok_resp), None);
 
         let mut d = disp("d", "o", "t", "n", "h");
@@ -1972,7 +1972,7 @@ mod tests {
         );
         // Dispatch refs disagreeing with the payload.
         let mut wrong_refs = events.clone();
-        wrong_refs[1].refs = Some(refs(Some("op2"), Some("tc1")));
+        wrong_refs[1].refs = Some(Box::new(refs(Some("op2"), Some("tc1"))));
         let scan = scan_tool_ledger(&wrong_refs);
         assert_eq!(
             codes(&scan),

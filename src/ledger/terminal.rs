@@ -480,10 +480,10 @@ mod tests {
     fn terminal(id: &str, status: Option<EventStatus>, actions: Option<Actions>) -> RuntimeEvent {
         let mut e = base(id, Role::System, Author::System);
         e.status = status;
-        e.actions = actions.or(Some(Actions {
+        e.actions = Some(Box::new(actions.unwrap_or(Actions {
             end_invocation: Some(true),
             ..Actions::default()
-        }));
+        })));
         e
     }
 
