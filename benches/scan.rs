@@ -18,12 +18,14 @@
 //!   one after the other on one thread;
 //! - decode: the scan's own query with every payload decoded by our typed decoder
 //!   (the earlier bench's floor);
-//! - scan: `wsledger doctor scan PATH`, whose peak RSS is read with `wait4`.
+//! - scan: `wsledger doctor scan PATH`, whose peak RSS and CPU time (user and system,
+//!   all threads) are read with `wait4`.
 //!
 //! Every floor opens the file as the scan does (`immutable=1`) with the scan's
 //! connection settings and allocator. It prints medians, the ratios scan / read and
 //! scan / tables (medians of the per-round ratios, so that drift from other load on
-//! the machine cancels), time per event and peak RSS; the same goes to
+//! the machine cancels), time and CPU time per event (the second is the work done,
+//! whatever the two cores' schedule) and peak RSS; the same goes to
 //! `<bench dir>/results.json`. With `--sizes`, then one call scanning two workspaces
 //! against two sequential calls (the parallel scan).
 //!
@@ -256,6 +258,8 @@ fn floor_decode(db: &Path) -> Result<u64> {
 
 struct ChildRun {
     seconds: f64,
+    /// User and system time of all its threads.
+    cpu_seconds: f64,
     max_rss_kb: i64,
     status: i32,
 }
@@ -293,8 +297,10 @@ fn scan_with(binary: &Path, args: &[&Path]) -> Result<ChildRun> {
         -1
     };
     std::mem::forget(child);
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Ok(ChildRun {
         seconds,
+        cpu_seconds: secs(usage.ru_utime) + secs(usage.ru_stime),
         max_rss_kb: usage.ru_maxrss,
         status: code,
     })
@@ -423,7 +429,7 @@ fn main() -> Result<()> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "{:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>10} {:>12} {:>7} {:>7}",
+        "{:>12} {:>8} {:>7} {:>7} {:>7} {:>7} {:>8} {:>9} {:>10} {:>12} {:>7} {:>7}",
         "workspace",
         "events",
         "read s",
@@ -431,6 +437,7 @@ fn main() -> Result<()> {
         "decode",
         "scan s",
         "us/event",
+        "cpu us/ev",
         "scan/read",
         "scan/tables",
         "rss MB",
@@ -465,6 +472,7 @@ fn main() -> Result<()> {
         let (mut rd, mut tb, mut dc, mut s) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut r_read, mut r_tables, mut rss) = (Vec::new(), Vec::new(), Vec::new());
         let (mut base_s, mut base_r, mut base_rss) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut cpu, mut base_cpu) = (Vec::new(), Vec::new());
         for _ in 0..rounds {
             let (read_s, n) = floor_child("read", &db)?;
             let (tables_s, m) = floor_child("tables", &db)?;
@@ -482,6 +490,7 @@ fn main() -> Result<()> {
             if let Some(b) = &baseline {
                 let before = scan_with(b, &[&db])?;
                 base_s.push(before.seconds);
+                base_cpu.push(before.cpu_seconds);
                 base_r.push(before.seconds / read_s);
                 base_rss.push(before.max_rss_kb as f64 / 1024.0);
             }
@@ -489,15 +498,17 @@ fn main() -> Result<()> {
             tb.push(tables_s);
             dc.push(decode_s);
             s.push(run.seconds);
+            cpu.push(run.cpu_seconds);
             r_read.push(run.seconds / read_s);
             r_tables.push(run.seconds / tables_s);
             rss.push(run.max_rss_kb as f64 / 1024.0);
         }
         let sm = median(&s);
+        let cpu_per_event = median(&cpu) / events as f64 * 1e6;
         let rss_max = rss.iter().copied().fold(0.0, f64::max);
         let file_mb = std::fs::metadata(&db)?.len() as f64 / 1e6;
         println!(
-            "{:>12} {:>8} {:>7.3} {:>7.3} {:>7.3} {:>7.3} {:>8.2} {:>10.2} {:>12.2} {:>7.1} {:>7.0}",
+            "{:>12} {:>8} {:>7.3} {:>7.3} {:>7.3} {:>7.3} {:>8.2} {:>9.2} {:>10.2} {:>12.2} {:>7.1} {:>7.0}",
             case.name,
             events,
             median(&rd),
@@ -505,6 +516,7 @@ fn main() -> Result<()> {
             median(&dc),
             sm,
             sm / events as f64 * 1e6,
+            cpu_per_event,
             median(&r_read),
             median(&r_tables),
             rss_max,
@@ -512,16 +524,18 @@ fn main() -> Result<()> {
         );
         if baseline.is_some() {
             println!(
-                "{:>12} baseline: scan {:.3} s, scan/read {:.2}, rss {:.1} MB",
+                "{:>12} baseline: scan {:.3} s, cpu {:.2} s, scan/read {:.2}, rss {:.1} MB",
                 case.name,
                 median(&base_s),
+                median(&base_cpu),
                 median(&base_r),
                 base_rss.iter().copied().fold(0.0, f64::max)
             );
         }
         results.push(serde_json::json!({
             "baseline_scan_s": base_s, "baseline_scan_over_read": base_r,
-            "baseline_peak_rss_mb": base_rss,
+            "baseline_peak_rss_mb": base_rss, "baseline_scan_cpu_s": base_cpu,
+            "scan_cpu_s": cpu, "scan_cpu_us_per_event": cpu_per_event,
             "workspace": case.name, "events": events, "read_s": rd, "tables_s": tb,
             "decode_s": dc, "scan_s": s, "scan_median_s": sm,
             "scan_us_per_event": sm / events as f64 * 1e6,
