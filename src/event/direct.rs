@@ -76,12 +76,9 @@ impl<'a> Reader<'a> {
             return Some(n);
         }
         let (end, _) = skip_number(self.b, self.i)?;
-        let n = match plain_integer(&self.b[self.i..end]) {
-            Some(n) => n,
-            // `str::parse` rounds as `JSON.parse` does (the exact parser's integer
-            // shortcut gives the same doubles).
-            None => self.text[self.i..end].parse::<f64>().ok()?,
-        };
+        // `str::parse` rounds as `JSON.parse` does (the exact parser's integer shortcut
+        // gives the same doubles).
+        let n = self.text[self.i..end].parse::<f64>().ok()?;
         self.i = end;
         Some(n)
     }
@@ -336,13 +333,11 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// A number of at most 15 digits and nothing else (a `-` first aside), as a double: it
-/// is below 2^53, so exact, as `str::parse` gives it. The usual case (`ts`, counts)
-/// without the general parser, which cost about 350 instructions a number.
-/// The integer of at most 15 digits that starts at `i` (most numbers Maka writes:
-/// times, counts), read in one pass, and its end; `None` for anything else (then the
-/// number is read as [`skip_number`] and `str::parse` read it, which give the same
-/// double for these).
+/// The integer of at most 15 digits (a `-` first aside) that starts at `i`, as a
+/// double, and its end: below 2^53, so exact, as `str::parse` gives it. Most numbers
+/// Maka writes (`ts`, counts) are such, and are read in one pass, without finding the
+/// number's end first or the general parser. `None` for anything else: then
+/// [`skip_number`] and `str::parse` read it.
 fn short_integer_at(b: &[u8], i: usize) -> Option<(f64, usize)> {
     let negative = b.get(i) == Some(&b'-');
     let from = i + usize::from(negative);
@@ -362,25 +357,6 @@ fn short_integer_at(b: &[u8], i: usize) -> Option<(f64, usize)> {
     }
     let v = v as f64;
     Some((if negative { -v } else { v }, j))
-}
-
-fn plain_integer(b: &[u8]) -> Option<f64> {
-    let (negative, digits) = match b {
-        [b'-', rest @ ..] => (true, rest),
-        _ => (false, b),
-    };
-    if digits.is_empty() || digits.len() > 15 {
-        return None;
-    }
-    let mut v = 0u64;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        v = v * 10 + u64::from(d - b'0');
-    }
-    let v = v as f64;
-    Some(if negative { -v } else { v })
 }
 
 /// A key table's entry: its name.
