@@ -451,12 +451,49 @@ fn explain_covers_every_code() {
         assert_eq!(out.status, 0, "{code}");
         assert!(out.stdout.starts_with(&format!("{code} ({kind})")));
     }
+    // So are the diagnosis's cause and producer codes, each cause with its own advice.
+    let diagnosis: Vec<_> = wsledger::cli::explain::diagnosis_codes().collect();
+    assert_eq!(
+        diagnosis.len(),
+        wsledger::diagnosis::CAUSE_CODES.len() + wsledger::diagnosis::PRODUCERS.len()
+    );
+    for (code, kind, meaning) in &diagnosis {
+        assert!(
+            wsledger::findings::code_info(code).is_none() && !replay.iter().any(|r| r.0 == *code),
+            "{code} is also another kind of code: explain would never reach it"
+        );
+        let out = wsledger(&["explain", code]);
+        assert_eq!(out.status, 0, "{code}");
+        assert!(out
+            .stdout
+            .starts_with(&format!("{code} ({kind})\n  {meaning}\n")));
+        let todo = out.stdout.split("What to do\n").nth(1).unwrap_or_default();
+        if *kind == "cause" {
+            let advice = wsledger::diagnosis::CAUSE_ADVICE
+                .iter()
+                .find(|(c, _)| c == code)
+                .map(|(_, a)| *a);
+            assert_eq!(Some(todo.trim()), advice, "{code}");
+        } else {
+            assert!(!todo.trim().is_empty(), "{code}");
+        }
+    }
     let list = wsledger(&["explain", "--list"]);
     assert_eq!(
         list.stdout.lines().count(),
-        wsledger::findings::CODES.len() + replay.len()
+        wsledger::findings::CODES.len() + replay.len() + diagnosis.len()
     );
-    assert_eq!(wsledger(&["explain", "no_such_code"]).status, 2);
+    assert!(list
+        .stdout
+        .lines()
+        .any(|l| l.starts_with("crashed_mid_tool") && l.contains(" cause ")));
+    let unknown = wsledger(&["explain", "no_such_code"]);
+    assert_eq!(unknown.status, 2);
+    assert!(
+        unknown.stderr.contains("no_such_code"),
+        "{}",
+        unknown.stderr
+    );
 }
 
 #[test]

@@ -389,6 +389,26 @@ fn a_crash_before_the_first_step_leaves_only_the_user_message() {
 }
 
 #[test]
+fn every_cause_has_advice_in_the_same_order() {
+    let codes: Vec<_> = wsledger::diagnosis::CAUSE_CODES
+        .iter()
+        .map(|c| c.0)
+        .collect();
+    let advised: Vec<_> = wsledger::diagnosis::CAUSE_ADVICE
+        .iter()
+        .map(|c| c.0)
+        .collect();
+    assert_eq!(codes, advised);
+    for (code, advice) in wsledger::diagnosis::CAUSE_ADVICE {
+        // Advice names a command to run, never schema surgery or a downgrade.
+        assert!(advice.contains("wsledger "), "{code}");
+        for banned in ["ALTER", "DROP", "downgrade", "older Maka"] {
+            assert!(!advice.contains(banned), "{code}: {banned}");
+        }
+    }
+}
+
+#[test]
 fn docs_document_every_cause_producer_and_field() {
     let doc = std::fs::read_to_string("docs/diagnosis.md").unwrap();
     for (code, _) in wsledger::diagnosis::CAUSE_CODES

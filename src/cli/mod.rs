@@ -148,7 +148,7 @@ pub enum Command {
     /// Check and repair a workspace's ledger
     #[command(subcommand)]
     Doctor(DoctorCommand),
-    /// Explain a finding code: what it means, why Maka cares, what to do
+    /// Explain a code (finding, replay, cause, producer): what it means, what to do
     Explain(explain::ExplainArgs),
     /// Print a shell completion script
     Completions(completions::CompletionsArgs),

@@ -63,6 +63,71 @@ pub const CAUSE_CODES: &[(&str, &str)] = &[
     ),
 ];
 
+/// What to do about a run of each cause code (`wsledger explain CODE`), in the order
+/// of [`CAUSE_CODES`]. The plan of `wsledger doctor repair` is the authority for one
+/// run; this says what it will usually be, and why.
+pub const CAUSE_ADVICE: &[(&str, &str)] = &[
+    (
+        "latched_transient_write_failure",
+        "Make room on the disk, or stop whatever else writes the file, before Maka runs again: \
+         the same error would latch its store again. SQLite rolled the failed write back, so \
+         it left no damage; the run only lacks its end, which `wsledger doctor finalize-runs --apply` writes (with Maka \
+         stopped).",
+    ),
+    (
+        "latched_ledger_rejection",
+        "The refused event never reached the file, so the file holds no damage from it; the \
+         run only lacks its end, which `wsledger doctor finalize-runs --apply` writes (with \
+         Maka stopped). `evidence.issue_code` names what Maka's gate objected to.",
+    ),
+    (
+        "latched_ledger_corruption",
+        "Set aside the damaged session (`evidence.damaged_session_id`) with `wsledger doctor \
+         quarantine --session ID --apply`: that reopens Maka's gate. The run can then be \
+         finalized. `wsledger doctor repair --apply` does both, in that order.",
+    ),
+    (
+        "latched_run_identity_conflict",
+        "Read the run and the run it conflicts with (`evidence.conflicting_run_id`) with \
+         `wsledger replay --session ID`; the plan of `wsledger doctor repair` says whether the \
+         run can be finalized or its session must be set aside.",
+    ),
+    (
+        "latched_row_payload_mismatch",
+        "Maka cannot read its ledger while that row is in the file. Set aside the session that \
+         holds it (`evidence.damaged_session_id`) with `wsledger doctor quarantine --session ID \
+         --apply`, or run `wsledger doctor repair --apply`, which plans it.",
+    ),
+    (
+        "latched_other",
+        "Read the error in `evidence.trace_write_error` and remove its cause first; then \
+         `wsledger doctor repair` plans what closes the run.",
+    ),
+    (
+        "crashed_mid_tool",
+        "Find out whether the tool's side effects happened before anyone runs it again: \
+         `evidence.rerun_safe` is true only for a tool that declares `replay_safe`. Finalizing \
+         the run (`wsledger doctor finalize-runs --apply`) records it as interrupted; it never \
+         runs the tool.",
+    ),
+    (
+        "crashed_mid_stream",
+        "Read what survives of the answer with the command in `evidence.read_with`, then \
+         finalize the run (`wsledger doctor finalize-runs --apply`), which closes it as Maka's \
+         own start-up recovery would.",
+    ),
+    (
+        "crashed_before_first_step",
+        "Nothing of the model's work was lost. Finalize the run (`wsledger doctor \
+         finalize-runs --apply`) and send the message again.",
+    ),
+    (
+        "unknown",
+        "Read the run with `wsledger replay --session ID`; `wsledger doctor repair` plans what \
+         closes it.",
+    ),
+];
+
 /// Known producer fingerprints for damaged events (inferences, never certainties).
 pub const PRODUCERS: &[(&str, &str)] = &[(
     "maka_2234_refusal_fallback",
