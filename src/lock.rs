@@ -204,6 +204,19 @@ pub struct OpenBy {
     pub pid: Option<u32>,
 }
 
+impl OpenBy {
+    /// Who, in words: "pid N, which holds a lock on `…`".
+    pub fn describe(&self) -> String {
+        match self.pid {
+            Some(pid) => format!("pid {pid}, which holds a lock on `{}`", self.path.display()),
+            None => format!(
+                "it holds a lock on `{}`; its pid cannot be read",
+                self.path.display()
+            ),
+        }
+    }
+}
+
 /// Whether another process has a database open, probed with `F_GETLK` on the database
 /// file and its `-shm` without taking or creating anything.
 ///

@@ -592,3 +592,82 @@ fn restore_refuses_while_another_process_has_the_database_open() {
     let o = run(&args, &env);
     assert_eq!(o.status, 0, "{}", o.stderr);
 }
+
+/// The last probe runs inside the write transaction, just before its commit: a process
+/// that opens the file after the command's earlier probes (here, while the command is
+/// held at that point) is seen there, and the write rolls back. Each of the three
+/// writes (finalize-runs, quarantine, then restore of its bundles); with the process
+/// gone, the same command goes through.
+#[test]
+fn a_process_that_opens_the_file_during_the_write_rolls_it_back() {
+    let dump = |db: &Path| {
+        wsledger::db::Workspace::open_read_only(db)
+            .unwrap()
+            .dump_tables()
+            .unwrap()
+    };
+    let (_stuck_dir, stuck) = common::copy_fixture("stuck-running");
+    let (_ws_dir, ws) = common::copy_fixture("orphan-response");
+    let t = tempfile::tempdir().unwrap();
+    let control = t.path().join("control");
+    let out = t.path().join("bundles");
+    let backups = t.path().join("backups");
+    std::fs::create_dir(&backups).unwrap();
+    let env = [
+        ("WSLEDGER_MAKA_CONTROL_DIR", control.as_path()),
+        ("WSLEDGER_BACKUP_DIR", backups.as_path()),
+    ];
+    let apply = |cmd: &str, ws: &Path| -> Vec<String> {
+        ["doctor", cmd, "--apply", "-w", ws.to_str().unwrap()]
+            .map(String::from)
+            .to_vec()
+    };
+    for name in ["finalize-runs", "quarantine", "restore"] {
+        let (db, args) = match name {
+            "finalize-runs" => (stuck.join("runtime.sqlite"), apply(name, &stuck)),
+            "quarantine" => {
+                let mut args = apply(name, &ws);
+                args.extend(["--out".into(), out.display().to_string()]);
+                (ws.join("runtime.sqlite"), args)
+            }
+            _ => {
+                // The bundles the quarantine above wrote.
+                let mut args = apply(name, &ws);
+                let bundles = names(&out);
+                assert!(!bundles.is_empty());
+                args.extend(bundles.iter().map(|n| out.join(n).display().to_string()));
+                (ws.join("runtime.sqlite"), args)
+            }
+        };
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let before = dump(&db);
+        let p = Paused::start(&args, &env, &["write:commit"]);
+        p.wait("write:commit");
+        let holder = corpus::hold(&db, "SELECT count(*) FROM runtime_events");
+        p.resume("write:commit");
+        let o = p.finish();
+        assert_eq!(o.status, 2, "{name}: {}", o.stderr);
+        let want = format!(
+            "another process opened this database during the write (pid {}",
+            holder.pid()
+        );
+        assert!(o.stderr.contains(&want), "{name}: {}", o.stderr);
+        assert!(
+            o.stderr.contains("rolled back, nothing was written"),
+            "{name}: {}",
+            o.stderr
+        );
+        assert!(o.stderr.contains("hint: quit Maka"), "{name}: {}", o.stderr);
+        drop(holder);
+        assert_eq!(dump(&db), before, "{name}: written with the file open");
+        // Nothing was written, so the backup made for the write went with it.
+        assert!(names(&backups).is_empty(), "{name}: a backup was left");
+        let o = run(&args, &env);
+        assert_eq!(o.status, 0, "{name}: {}", o.stderr);
+        assert_ne!(dump(&db), before, "{name}: the write did not go through");
+        assert_eq!(names(&backups).len(), 1, "{name}: {:?}", names(&backups));
+        for b in names(&backups) {
+            std::fs::remove_file(backups.join(b)).unwrap();
+        }
+    }
+}

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{workspace, CliError, ExitStatus, GlobalArgs, Printer};
 use crate::db::backup::backup_path;
-use crate::db::write::{ApplyOptions, Writer};
+use crate::db::write::{ApplyOptions, Writer, TRANSCRIPT_BACKUP_SUFFIX};
 use crate::doctor::{plan_finalize, scan_path, ScanOptions};
 use crate::finalize::{Action, Plan, PlanOptions};
 use crate::findings::Finding;
@@ -296,7 +296,7 @@ pub(crate) fn backup_transcripts(plan: &Plan, backup: &str) -> Result<Option<Str
     if files.is_empty() {
         return Ok(None);
     }
-    let dir = PathBuf::from(format!("{backup}.sessions"));
+    let dir = PathBuf::from(format!("{backup}{TRANSCRIPT_BACKUP_SUFFIX}"));
     let fail = |e: std::io::Error| {
         let _ = std::fs::remove_dir_all(&dir);
         CliError::new(
@@ -342,7 +342,7 @@ pub(crate) fn recheck_after_backup(
     if let Err(e) = refuse_if_open(db, probe) {
         if let Some(b) = backup {
             let _ = std::fs::remove_file(b);
-            let _ = std::fs::remove_dir_all(format!("{b}.sessions"));
+            let _ = std::fs::remove_dir_all(format!("{b}{TRANSCRIPT_BACKUP_SUFFIX}"));
         }
         return Err(e);
     }
@@ -407,13 +407,7 @@ pub(crate) fn refuse_if_open(db: &Path, probe: &mut lock::OpenProbe) -> Result<(
     match probe.held_by_other() {
         Ok(None) => Ok(()),
         Ok(Some(by)) => {
-            let who = match by.pid {
-                Some(pid) => format!("pid {pid}, which holds a lock on `{}`", by.path.display()),
-                None => format!(
-                    "it holds a lock on `{}`; its pid cannot be read",
-                    by.path.display()
-                ),
-            };
+            let who = by.describe();
             Err(CliError::new(
                 format!(
                     "`{}`: another process has this database open ({who}); nothing was written",

@@ -860,7 +860,9 @@ impl Writer {
         for d in expected {
             delete_session(&tx, &d.session_id, now_ms).map_err(werr)?;
         }
+        self.refuse_if_opened_meanwhile()?;
         tx.commit().map_err(werr)?;
+        self.committed();
         Ok(())
     }
 
@@ -933,6 +935,7 @@ impl Writer {
                 outcome.generation_restored = true;
             }
         }
+        self.refuse_if_opened_meanwhile()?;
         tx.commit().map_err(|e| match e.sqlite_error_code() {
             Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
                 path: path.clone(),
@@ -940,6 +943,7 @@ impl Writer {
             },
             _ => classify(&path, e),
         })?;
+        self.committed();
         Ok(outcome)
     }
 }

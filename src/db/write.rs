@@ -5,9 +5,12 @@
 //! as it is). [`Writer::apply`] runs the whole write set in one `BEGIN IMMEDIATE`
 //! transaction: it checks the schema, re-reads every planned run and session and
 //! compares them with the rows the plan was made from, then inserts and updates
-//! exactly the rows of the write set. Any difference or failure rolls everything
-//! back. No schema object, `user_version`, registry or capability row is touched.
+//! exactly the rows of the write set, and asks the kernel once more, just before the
+//! commit, whether another process has opened the file. Any difference or failure
+//! rolls everything back. No schema object, `user_version`, registry or capability
+//! row is touched.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
@@ -19,6 +22,7 @@ use super::facts::{
     MESSAGE_CHUNK_BYTES, MESSAGE_CHUNK_MARKER,
 };
 use super::{DbError, SchemaFacts, Workspace, BUSY_TIMEOUT};
+use crate::lock::OpenProbe;
 
 /// A new `runtime_events` row and its session ordinal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,6 +144,8 @@ pub enum WriteError {
     Full { path: PathBuf, detail: String },
     #[error("`{path}`: {detail}; nothing was written")]
     Write { path: PathBuf, detail: String },
+    #[error("`{path}`: another process opened this database during the write ({who}); the transaction was rolled back, nothing was written")]
+    OpenedMeanwhile { path: PathBuf, who: String },
     #[error("`{path}`: the database transaction was committed, but appending to `{file}` failed: {detail}")]
     Transcript {
         path: PathBuf,
@@ -166,6 +172,11 @@ impl WriteError {
             WriteError::Full { .. } => "free some disk space and run the command again".into(),
             WriteError::Write { .. } => {
                 "the transaction was rolled back; check the file and run the command again".into()
+            }
+            WriteError::OpenedMeanwhile { .. } => {
+                "quit Maka (or the other program using the workspace; `wsledger info` shows its \
+                 pid), then run the command again"
+                    .into()
             }
             WriteError::Transcript { .. } => {
                 "the runs are sealed in the database; the turn_state record the release would \
@@ -292,9 +303,21 @@ pub struct ApplyOptions {
     pub max_page_count: Option<i64>,
 }
 
+/// What the name of the copy of a plan's transcript files ends with, beside the
+/// database backup's (`<backup>.sessions`).
+pub const TRANSCRIPT_BACKUP_SUFFIX: &str = ".sessions";
+
 /// A read-write connection to a workspace database.
 pub struct Writer {
     ws: Workspace,
+    /// The backup this writer made, until one of its transactions commits: a write
+    /// refused before any commit takes it along (nothing was written, and exit 2
+    /// promises nothing was created).
+    backup: RefCell<Option<PathBuf>>,
+    /// Asked once more just before each commit (see [`Writer::refuse_if_opened_meanwhile`]).
+    /// Declared after `ws` so that its files close after the connection: closing one
+    /// drops every POSIX lock this process holds on the file, SQLite's included.
+    probe: RefCell<OpenProbe>,
 }
 
 impl Writer {
@@ -325,7 +348,38 @@ impl Writer {
             .conn
             .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
             .map_err(e)?;
-        Ok(Writer { ws })
+        Ok(Writer {
+            ws,
+            backup: RefCell::new(None),
+            probe: RefCell::new(OpenProbe::new(db)),
+        })
+    }
+
+    /// The last check of every write, inside its transaction just before the commit:
+    /// whether another process has opened the file since the command's own probes
+    /// (Maka starting, another program). An error rolls the write back (the caller
+    /// returns it, dropping the transaction); what is left open is the commit itself.
+    pub(crate) fn refuse_if_opened_meanwhile(&self) -> Result<(), WriteError> {
+        super::pause_point("write:commit");
+        let path = self.ws.path().to_path_buf();
+        let refusal = match self.probe.borrow_mut().held_by_other() {
+            Ok(None) => return Ok(()),
+            Ok(Some(by)) => WriteError::OpenedMeanwhile {
+                path,
+                who: by.describe(),
+            },
+            Err(e) => WriteError::Write {
+                path,
+                detail: format!("cannot tell whether another process has it open: {e}"),
+            },
+        };
+        if let Some(b) = self.backup.borrow_mut().take() {
+            let _ = std::fs::remove_file(&b);
+            let mut sessions = b.into_os_string();
+            sessions.push(TRANSCRIPT_BACKUP_SUFFIX);
+            let _ = std::fs::remove_dir_all(sessions);
+        }
+        Err(refusal)
     }
 
     /// The underlying connection (for the backup).
@@ -340,7 +394,14 @@ impl Writer {
 
     /// Copies the database with SQLite's online backup API (see [`super::backup`]).
     pub fn backup_to(&self, dest: &Path) -> Result<(), DbError> {
-        super::backup::backup_connection(self.conn(), self.ws.path(), dest)
+        super::backup::backup_connection(self.conn(), self.ws.path(), dest)?;
+        *self.backup.borrow_mut() = Some(dest.to_path_buf());
+        Ok(())
+    }
+
+    /// After a commit: the backup is now the only copy of the file as it was.
+    pub(crate) fn committed(&self) {
+        self.backup.borrow_mut().take();
     }
 
     /// Whether session transcripts live in `sessions/<id>/` beside the database.
@@ -388,7 +449,9 @@ impl Writer {
                 },
             })?;
         }
+        self.refuse_if_opened_meanwhile()?;
         tx.commit().map_err(werr)?;
+        self.committed();
         // Then the transcript files, as Maka appends after its transaction.
         append_transcripts(&path, set)
     }
