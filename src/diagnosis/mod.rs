@@ -71,8 +71,8 @@ pub const CAUSE_ADVICE: &[(&str, &str)] = &[
         "latched_transient_write_failure",
         "Make room on the disk, or stop whatever else writes the file, before Maka runs again: \
          the same error would latch its store again. SQLite rolled the failed write back, so \
-         it left no damage; the run only lacks its end, which `wsledger doctor finalize-runs --apply` writes (with Maka \
-         stopped).",
+         it left no damage; the run only lacks its end, which `wsledger doctor finalize-runs \
+         --apply` writes (with Maka stopped).",
     ),
     (
         "latched_ledger_rejection",
@@ -84,7 +84,8 @@ pub const CAUSE_ADVICE: &[(&str, &str)] = &[
         "latched_ledger_corruption",
         "Set aside the damaged session (`evidence.damaged_session_id`) with `wsledger doctor \
          quarantine --session ID --apply`: that reopens Maka's gate. The run can then be \
-         finalized. `wsledger doctor repair --apply` does both, in that order.",
+         finalized (unless it is in that session: then it is set aside with it). `wsledger \
+         doctor repair --apply` does both, in that order.",
     ),
     (
         "latched_run_identity_conflict",
