@@ -671,3 +671,62 @@ fn a_process_that_opens_the_file_during_the_write_rolls_it_back() {
         }
     }
 }
+
+/// The backup of a write refused at the last probe goes only while nothing of the
+/// command has committed: after one transaction of the same writer committed (as
+/// `doctor repair` quarantines, then finalizes), the backup is the only copy of the
+/// file as it was, and stays.
+#[test]
+fn a_refused_write_keeps_the_backup_once_an_earlier_one_committed() {
+    let (_ws_dir, ws) = common::copy_fixture("stuck-running");
+    let t = tempfile::tempdir().unwrap();
+    let db = ws.join("runtime.sqlite");
+    let planning = plan_finalize(&db, &PlanOptions::default()).unwrap();
+    assert_eq!(planning.plan.plan.len(), 1);
+    let stuck = &planning.plan.plan[0].session_id;
+    let other = "4196517f-cc78-4eb2-8909-dfffe42e4292";
+    assert_ne!(stuck, other);
+
+    // Nothing committed: the refusal takes the backup along.
+    let writer = Writer::open(&db).unwrap();
+    let first = t.path().join("first.bak");
+    writer.backup_to(&first).unwrap();
+    let holder = corpus::hold(&db, "SELECT count(*) FROM runtime_events");
+    let e = writer
+        .apply(&planning.plan.writes, &ApplyOptions::default())
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("another process opened this database"),
+        "{e}"
+    );
+    assert!(
+        !first.exists(),
+        "the backup of a write that never happened stayed"
+    );
+    drop(holder);
+
+    // One transaction commits (another session set aside), then the next is refused.
+    let second = t.path().join("second.bak");
+    writer.backup_to(&second).unwrap();
+    let d = writer.read_deletion(other).unwrap();
+    let generation = writer.catalog_generation().unwrap();
+    writer
+        .quarantine(&[d], generation, 1_800_000_000_000)
+        .unwrap();
+    let holder = corpus::hold(&db, "SELECT count(*) FROM runtime_events");
+    let e = writer
+        .apply(&planning.plan.writes, &ApplyOptions::default())
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("another process opened this database"),
+        "{e}"
+    );
+    assert!(
+        second.exists(),
+        "the only copy from before the quarantine was removed"
+    );
+    drop(holder);
+    drop(writer);
+}
