@@ -71,6 +71,10 @@ pub struct HeaderRules {
     pub session_tool_profile: bool,
     /// Session headers: `externalOrigin` is checked (main, after v0.1.11).
     pub session_external_origin: bool,
+    /// Session headers: `conversationCopy` is checked, with its lineage (v0.1.3).
+    pub session_conversation_copy: bool,
+    /// Session headers: a `subagentWorkspace` needs a `subagentParent` (v0.1.2).
+    pub session_subagent_workspace: bool,
     /// Run events: a closed list of types (v0.1.2 and v0.1.3); `None`: any type that is
     /// not blank (v0.1.4 and later).
     pub run_event_types: Option<&'static [&'static str]>,
@@ -230,6 +234,8 @@ impl HeaderRules {
         session_transcript_ledger_version: true,
         session_tool_profile: true,
         session_external_origin: true,
+        session_conversation_copy: true,
+        session_subagent_workspace: true,
         run_event_types: None,
     };
 }
@@ -284,6 +290,8 @@ impl Rules {
                 session_transcript_ledger_version: since("v0.1.9"),
                 session_tool_profile: since("v0.1.11"),
                 session_external_origin: since("main"),
+                session_conversation_copy: since("v0.1.3"),
+                session_subagent_workspace: since("v0.1.2"),
                 run_event_types: if since("v0.1.4") {
                     None
                 } else if since("v0.1.3") {
