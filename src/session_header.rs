@@ -49,7 +49,7 @@ pub fn check_session_header(row: &SessionHeaderRow, rules: &HeaderRules) -> Resu
     if !safe_int(&row.metadata_version) || !row.committed_at.is_number() {
         return Err("invalid session metadata record (metadata_version or committed_at)".into());
     }
-    let value: Value = serde_json::from_str(&row.payload_json)
+    let value = crate::json::parse_for_checks(&row.payload_json)
         .map_err(|e| format!("payload_json is not JSON: {e}"))?;
     let Value::Object(h) = value else {
         return Err("payload_json is not a JSON object".into());
@@ -382,6 +382,38 @@ mod tests {
         let p = with("externalOrigin", r#"{"adapterId":""}"#);
         assert_eq!(check_session_header(&row(&p), &rules("v0.1.11")), Ok(()));
         assert!(check_session_header(&row(&p), &rules("main")).is_err());
+    }
+
+    #[test]
+    fn what_json_parse_reads_and_serde_json_does_not_is_read() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        for (k, v) in [
+            ("name", r#""cut \ud83d""#),
+            ("labels", r#"["\udc00"]"#),
+            ("someNewerKey", deep.as_str()),
+        ] {
+            // Appended: a repeated key's last value is the one read, by both.
+            let p = OK.replacen('}', &format!(r#","{k}":{v}}}"#), 1);
+            assert!(serde_json::from_str::<Value>(&p).is_err(), "{p}");
+            for tag in crate::release::RELEASES {
+                assert_eq!(
+                    check_session_header(&row(&p), &rules(tag)),
+                    Ok(()),
+                    "{tag}: {p}"
+                );
+            }
+        }
+        // An infinite number is not read that way (null in its place would pass as
+        // a null `projectId`), nor nesting beyond 1,000: serde_json's refusal stands.
+        let deeper = format!("{}{}", "[".repeat(1001), "]".repeat(1001));
+        let p = OK.replacen('}', &format!(r#","someNewerKey":{deeper}}}"#), 1);
+        assert!(check_session_header(&row(&p), &rules("main"))
+            .unwrap_err()
+            .contains("not JSON"));
+        let p = OK.replace(r#""createdAt":1"#, r#""createdAt":1e400"#);
+        assert!(check_session_header(&row(&p), &rules("main"))
+            .unwrap_err()
+            .contains("not JSON"));
     }
 
     #[test]

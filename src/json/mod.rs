@@ -12,6 +12,20 @@ pub mod validate;
 
 pub(crate) use parse::parse_value_at;
 pub use parse::{parse, ParseError};
+
+/// `text` as a `serde_json::Value` for checking its fields, read as `JSON.parse` reads
+/// it: serde_json's reading, or, where serde_json refuses what `JSON.parse` keeps (a lone
+/// surrogate, which `JSON.stringify` writes as an escape, say for a string cut inside a
+/// surrogate pair; nesting deeper than serde_json's 128 levels), ours with U+FFFD for each lone surrogate (one UTF-16 unit
+/// for one: only two different lone surrogates compared with each other could tell).
+/// `Err` is serde_json's error when ours cannot stand in (an infinite number, nesting
+/// beyond 1,000: see [`Json::converts_faithfully`]).
+pub fn parse_for_checks(text: &str) -> Result<serde_json::Value, serde_json::Error> {
+    serde_json::from_str(text).or_else(|e| match parse(text) {
+        Ok(j) if j.converts_faithfully() => Ok(j.to_serde()),
+        _ => Err(e),
+    })
+}
 pub use stringify::{
     js_number_to_string, stable_stringify, write_js_string, write_stable, StringifyError,
 };
@@ -623,6 +637,25 @@ impl Json {
             Json::Object(o) => !o.entries.is_empty(),
             _ => false,
         }
+    }
+
+    /// Whether [`Json::to_serde`] keeps every value apart from a lone surrogate's
+    /// code unit: no number is infinite (null in its place would pass a check for
+    /// null), and no container is nested more than 1,000 deep (dropping a
+    /// `serde_json::Value` recurses, and the scan checks headers on a thread with a
+    /// small stack).
+    pub fn converts_faithfully(&self) -> bool {
+        let mut stack: Vec<(&Json, usize)> = vec![(self, 1)];
+        while let Some((v, depth)) = stack.pop() {
+            match v {
+                Json::Number(n) if !n.is_finite() => return false,
+                Json::Array(_) | Json::Object(_) if depth > 1000 => return false,
+                Json::Array(a) => stack.extend(a.iter().map(|c| (c, depth + 1))),
+                Json::Object(o) => stack.extend(o.entries.iter().map(|(_, c)| (c, depth + 1))),
+                _ => {}
+            }
+        }
+        true
     }
 
     /// Converts to a `serde_json::Value` for reports (lone surrogates become U+FFFD,
