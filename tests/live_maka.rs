@@ -687,24 +687,29 @@ fn a_refused_write_keeps_the_backup_once_an_earlier_one_committed() {
     let other = "4196517f-cc78-4eb2-8909-dfffe42e4292";
     assert_ne!(stuck, other);
 
+    // The finalize write, refused while a child process has the file open.
+    let refused_while_held = |writer: &Writer| {
+        let holder = corpus::hold(&db, "SELECT count(*) FROM runtime_events");
+        let e = writer
+            .apply(&planning.plan.writes, &ApplyOptions::default())
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("another process opened this database"),
+            "{e}"
+        );
+        drop(holder);
+    };
+
     // Nothing committed: the refusal takes the backup along.
     let writer = Writer::open(&db).unwrap();
     let first = t.path().join("first.bak");
     writer.backup_to(&first).unwrap();
-    let holder = corpus::hold(&db, "SELECT count(*) FROM runtime_events");
-    let e = writer
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("another process opened this database"),
-        "{e}"
-    );
+    refused_while_held(&writer);
     assert!(
         !first.exists(),
         "the backup of a write that never happened stayed"
     );
-    drop(holder);
 
     // One transaction commits (another session set aside), then the next is refused.
     let second = t.path().join("second.bak");
@@ -714,19 +719,10 @@ fn a_refused_write_keeps_the_backup_once_an_earlier_one_committed() {
     writer
         .quarantine(&[d], generation, 1_800_000_000_000)
         .unwrap();
-    let holder = corpus::hold(&db, "SELECT count(*) FROM runtime_events");
-    let e = writer
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(
-        e.to_string()
-            .contains("another process opened this database"),
-        "{e}"
-    );
+    refused_while_held(&writer);
     assert!(
         second.exists(),
         "the only copy from before the quarantine was removed"
     );
-    drop(holder);
     drop(writer);
 }
