@@ -418,7 +418,10 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
             11 => model_visibility = Some(r.member(VISIBILITIES)?),
             12 => status = Some(r.member(STATUSES)?),
             13 => content = Some(r.either(|r| plain_content(r, keep), decode_content)?),
-            14 => actions = Some(r.either(|r| plain_actions(r, keep), decode_actions)?),
+            14 => {
+                let exact = |v| decode_actions(v).map(Box::new);
+                actions = Some(r.either(|r| plain_actions(r, keep), exact)?);
+            }
             15 => refs = Some(plain_refs(r)?),
             _ => return None,
         }
@@ -444,8 +447,8 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
         model_visibility,
         status,
         content,
-        actions: actions.map(Box::new),
-        refs: refs.map(Box::new),
+        actions,
+        refs,
     })
 }
 
@@ -538,8 +541,9 @@ fn plain_content(r: &mut Reader<'_>, keep: Keep) -> Option<Content> {
 
 /// `actions`: every member but `artifactDelta` and `permissionClosureAccepted` (left to
 /// the exact decoder); the records Maka only validates get the exact decoder's checks.
-fn plain_actions(r: &mut Reader<'_>, keep: Keep) -> Option<Actions> {
-    let mut a = Actions::default();
+fn plain_actions(r: &mut Reader<'_>, keep: Keep) -> Option<Box<Actions>> {
+    // Boxed from the start, as `plain_refs`.
+    let mut a = Box::<Actions>::default();
     const ORDER: KeyOrder = KeyOrder::new(&ACTION_KEYS);
     r.object(&ACTION_KEYS, &ORDER, |r, k| {
         type Check = fn(&Json) -> Result<(), String>;
@@ -670,42 +674,44 @@ fn plain_dispatch(r: &mut Reader<'_>) -> Option<ToolDispatch> {
     })
 }
 
-/// `refs`, whose values are strings but for a digest and a high-water count.
-fn plain_refs(r: &mut Reader<'_>) -> Option<Refs> {
-    let mut strings: [Option<JsStr>; 15] = Default::default();
-    let mut high_water = None;
+/// `refs`, whose values are strings but for a digest and a high-water count. Filled
+/// where it is kept: built aside and then boxed, its 580 bytes were copied three times.
+fn plain_refs(r: &mut Reader<'_>) -> Option<Box<Refs>> {
+    let mut refs = Box::<Refs>::default();
     const ORDER: KeyOrder = KeyOrder::new(&REF_KEYS);
     r.object(&REF_KEYS, &ORDER, |r, k| {
-        if REF_KEYS[k] == "sourceRuntimeEventHighWater" {
-            high_water = Some(r.number().filter(|n| is_safe_integer(*n) && *n >= 0.0)?);
-        } else {
-            let s = JsStr::new(r.plain_str()?);
-            if REF_KEYS[k] == "sourceMessageDigest" && !is_sha256_digest(&s) {
-                return None;
+        let slot = match k {
+            0 => &mut refs.stored_message_id,
+            1 => &mut refs.trace_event_id,
+            2 => &mut refs.tool_call_id,
+            3 => &mut refs.provider_event_id,
+            4 => &mut refs.source_message_digest,
+            5 => &mut refs.provider_request_trace_id,
+            6 => &mut refs.artifact_id,
+            7 => &mut refs.operation_id,
+            8 => &mut refs.parent_tool_call_id,
+            9 => &mut refs.parent_operation_id,
+            10 => &mut refs.step_id,
+            11 => &mut refs.source_invocation_id,
+            12 => &mut refs.source_run_id,
+            13 => &mut refs.source_turn_id,
+            _ => {
+                debug_assert_eq!(REF_KEYS[k], "sourceRuntimeEventHighWater");
+                refs.source_runtime_event_high_water =
+                    Some(r.number().filter(|n| is_safe_integer(*n) && *n >= 0.0)?);
+                return Some(());
             }
-            strings[k] = Some(s);
+        };
+        let s = JsStr::new(r.plain_str()?);
+        // `sourceMessageDigest` (4) must be a digest.
+        debug_assert_eq!(REF_KEYS[4], "sourceMessageDigest");
+        if k == 4 && !is_sha256_digest(&s) {
+            return None;
         }
+        *slot = Some(s);
         Some(())
     })?;
-    let [stored_message_id, trace_event_id, tool_call_id, provider_event_id, source_message_digest, provider_request_trace_id, artifact_id, operation_id, parent_tool_call_id, parent_operation_id, step_id, source_invocation_id, source_run_id, source_turn_id, _] =
-        strings;
-    Some(Refs {
-        stored_message_id,
-        trace_event_id,
-        tool_call_id,
-        provider_event_id,
-        source_message_digest,
-        provider_request_trace_id,
-        artifact_id,
-        operation_id,
-        parent_tool_call_id,
-        parent_operation_id,
-        step_id,
-        source_invocation_id,
-        source_run_id,
-        source_turn_id,
-        source_runtime_event_high_water: high_water,
-    })
+    Some(refs)
 }
 
 /// What the scan's walk reads of an event on the ordinary tool-ledger lane that is not
