@@ -870,20 +870,27 @@ pub(super) struct F(pub(super) &'static str, pub(super) bool, pub(super) Ty);
 pub(super) struct Fields {
     pub(super) list: &'static [F],
     pub(super) order: KeyOrder,
+    /// A bit per required field, by index.
+    pub(super) required: u128,
 }
 
 impl Fields {
     pub(super) const fn new(list: &'static [F]) -> Fields {
         assert!(list.len() <= MAX_NAMES, "too many fields");
         let mut names = [""; MAX_NAMES];
+        let mut required = 0u128;
         let mut k = 0;
         while k < list.len() {
             names[k] = list[k].0;
+            if list[k].1 {
+                required |= 1 << k;
+            }
             k += 1;
         }
         Fields {
             list,
             order: KeyOrder::new(names.split_at(list.len()).0),
+            required,
         }
     }
 }

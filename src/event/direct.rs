@@ -231,20 +231,20 @@ impl<'a> Reader<'a> {
         each: impl FnMut(&mut Self, usize) -> Option<()>,
     ) -> Option<u32> {
         debug_assert!(keys.len() <= 32);
-        let seen = self.object_of(keys, order, each)?;
+        let seen: u64 = self.object_of(keys, order, each)?;
         Some(seen as u32)
     }
 
-    /// [`Reader::object`] for up to 128 keys.
-    fn object_of<N: Named>(
+    /// [`Reader::object`] for as many keys as `S` has bits (at most 128).
+    fn object_of<N: Named, S: KeyBits>(
         &mut self,
         keys: &[N],
         order: &KeyOrder,
         mut each: impl FnMut(&mut Self, usize) -> Option<()>,
-    ) -> Option<u128> {
-        debug_assert!(keys.len() <= MAX_NAMES);
+    ) -> Option<S> {
+        debug_assert!(keys.len() <= MAX_NAMES.min(S::BITS));
         self.byte(b'{')?;
-        let mut seen = 0u128;
+        let mut seen = S::NONE;
         self.i = ws(self.b, self.i);
         if self.b.get(self.i) == Some(&b'}') {
             self.i += 1;
@@ -255,10 +255,10 @@ impl<'a> Reader<'a> {
         let mut next = 0;
         loop {
             let k = self.key(keys, order, &mut next)?;
-            if seen & (1 << k) != 0 {
+            if seen.has(k) {
                 return None;
             }
-            seen |= 1 << k;
+            seen = seen.with(k);
             self.byte(b':')?;
             each(self, k)?;
             self.i = ws(self.b, self.i);
@@ -304,6 +304,42 @@ impl<'a> Reader<'a> {
         *next = p + 1;
         self.i += len + 2;
         Some(k)
+    }
+}
+
+/// A set of key indexes, a bit each: a `u64` for the tables of up to 64 names (all but
+/// the context budget's), whose tests are a few instructions; with a `u128` for all,
+/// its shifts and tests were about one percent of a scan's instructions.
+trait KeyBits: Copy {
+    const BITS: usize;
+    const NONE: Self;
+    fn has(self, k: usize) -> bool;
+    fn with(self, k: usize) -> Self;
+}
+
+impl KeyBits for u64 {
+    const BITS: usize = 64;
+    const NONE: u64 = 0;
+    #[inline(always)]
+    fn has(self, k: usize) -> bool {
+        self & (1 << k) != 0
+    }
+    #[inline(always)]
+    fn with(self, k: usize) -> u64 {
+        self | 1 << k
+    }
+}
+
+impl KeyBits for u128 {
+    const BITS: usize = 128;
+    const NONE: u128 = 0;
+    #[inline(always)]
+    fn has(self, k: usize) -> bool {
+        self & (1 << k) != 0
+    }
+    #[inline(always)]
+    fn with(self, k: usize) -> u128 {
+        self | 1 << k
     }
 }
 
@@ -635,11 +671,13 @@ fn checked(r: &mut Reader<'_>, ty: Ty) -> Option<()> {
 /// A closed record of `fields`, checked in place: known keys, each once, the required
 /// ones all there, every value of its type.
 fn closed(r: &mut Reader<'_>, fields: &Fields) -> Option<()> {
-    let seen = r.object_of(fields.list, &fields.order, |r, k| {
-        checked(r, fields.list[k].2)
-    })?;
-    let required = |k: usize| !fields.list[k].1 || seen & (1 << k) != 0;
-    (0..fields.list.len()).all(required).then_some(())
+    let each = |r: &mut Reader<'_>, k: usize| checked(r, fields.list[k].2);
+    let seen = if fields.list.len() <= 64 {
+        u128::from(r.object_of::<_, u64>(fields.list, &fields.order, each)?)
+    } else {
+        r.object_of::<_, u128>(fields.list, &fields.order, each)?
+    };
+    (seen & fields.required == fields.required).then_some(())
 }
 
 /// `actions.toolDispatch`: six required members, all strings.
