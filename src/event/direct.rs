@@ -714,6 +714,7 @@ fn plain_dispatch(r: &mut Reader<'_>) -> Option<ToolDispatch> {
 
 /// `refs`, whose values are strings but for a digest and a high-water count. Filled
 /// where it is kept: built aside and then boxed, its 580 bytes were copied three times.
+/// The slots follow `REF_KEYS`' order (asserted below).
 fn plain_refs(r: &mut Reader<'_>) -> Option<Box<Refs>> {
     let mut refs = Box::<Refs>::default();
     const ORDER: KeyOrder = KeyOrder::new(&REF_KEYS);
@@ -734,15 +735,12 @@ fn plain_refs(r: &mut Reader<'_>) -> Option<Box<Refs>> {
             12 => &mut refs.source_run_id,
             13 => &mut refs.source_turn_id,
             _ => {
-                debug_assert_eq!(REF_KEYS[k], "sourceRuntimeEventHighWater");
                 refs.source_runtime_event_high_water =
                     Some(r.number().filter(|n| is_safe_integer(*n) && *n >= 0.0)?);
                 return Some(());
             }
         };
         let s = JsStr::new(r.plain_str()?);
-        // `sourceMessageDigest` (4) must be a digest.
-        debug_assert_eq!(REF_KEYS[4], "sourceMessageDigest");
         if k == 4 && !is_sha256_digest(&s) {
             return None;
         }
@@ -751,6 +749,16 @@ fn plain_refs(r: &mut Reader<'_>) -> Option<Box<Refs>> {
     })?;
     Some(refs)
 }
+
+// `plain_refs` fills its slots by index: the digest at 4, the high-water count last.
+const _: () = {
+    assert!(matches!(REF_KEYS[4].as_bytes(), b"sourceMessageDigest"));
+    assert!(matches!(
+        REF_KEYS[14].as_bytes(),
+        b"sourceRuntimeEventHighWater"
+    ));
+    assert!(REF_KEYS.len() == 15);
+};
 
 /// What the scan's walk reads of an event on the ordinary tool-ledger lane that is not
 /// terminal (beside the row's own columns): its `ts` and `partial`.

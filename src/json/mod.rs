@@ -60,7 +60,8 @@ enum Repr {
     Wtf8(Box<[u8]>),
 }
 
-// Length, 38 bytes and the tag: 16 bytes more than a boxed string alone.
+// Length, 38 bytes and the tag: 16 bytes more than when the inline form was no larger
+// than a boxed one.
 const _: () = assert!(std::mem::size_of::<JsStr>() == 40);
 
 impl Repr {
