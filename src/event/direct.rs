@@ -713,7 +713,7 @@ fn plain_dispatch(r: &mut Reader<'_>) -> Option<ToolDispatch> {
 }
 
 /// `refs`, whose values are strings but for a digest and a high-water count. Filled
-/// where it is kept: built aside and then boxed, its 580 bytes were copied three times.
+/// where it is kept: built aside and then boxed, its 580 bytes were copied on the way.
 /// The slots follow `REF_KEYS`' order (asserted below).
 fn plain_refs(r: &mut Reader<'_>) -> Option<Box<Refs>> {
     let mut refs = Box::<Refs>::default();
