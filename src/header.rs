@@ -220,11 +220,72 @@ fn key_index(key: &str) -> Option<usize> {
     INDEX.get(key).copied()
 }
 
+/// The keys in the order Maka writes a header's (its record's fields, as in every
+/// header of the bench workspace); optional keys it did not write there are absent.
+const WRITTEN_ORDER: [&str; 18] = [
+    "runId",
+    "invocationId",
+    "sessionId",
+    "turnId",
+    "status",
+    "backendKind",
+    "llmConnectionSlug",
+    "modelId",
+    "cwd",
+    "permissionMode",
+    "collaborationMode",
+    "orchestrationMode",
+    "orchestrationSource",
+    "agentSwarmAuthorization",
+    "toolMode",
+    "createdAt",
+    "updatedAt",
+    "completedAt",
+];
+
+/// Not a key's index (no guess).
+const NO_KEY: u8 = u8::MAX;
+const _: () = assert!(KEYS < NO_KEY as usize);
+
+/// For each key's index, the index of the key written after it in [`WRITTEN_ORDER`]
+/// (at `KEYS`: the first key); [`NO_KEY`] where there is none.
+const FOLLOWS: [u8; KEYS + 1] = {
+    let mut out = [NO_KEY; KEYS + 1];
+    out[KEYS] = key_at(WRITTEN_ORDER[0]) as u8;
+    let mut i = 1;
+    while i < WRITTEN_ORDER.len() {
+        out[key_at(WRITTEN_ORDER[i - 1])] = key_at(WRITTEN_ORDER[i]) as u8;
+        i += 1;
+    }
+    out
+};
+
+/// The key at index `at` of [`KEYS`].
+fn key_name(at: usize) -> &'static str {
+    match at.checked_sub(REQUIRED.len()) {
+        None => REQUIRED[at],
+        Some(j) => OPTIONAL[j],
+    }
+}
+
+/// [`key_index`], trying first the key Maka writes after `prev` (the index of the
+/// key read before; `None` at the first): a comparison instead of a hash lookup for
+/// nearly every key of the headers Maka writes. The guess only saves time: a key
+/// it does not spell is looked up.
+fn key_index_after(prev: Option<usize>, key: &str) -> Option<usize> {
+    let guess = usize::from(FOLLOWS[prev.unwrap_or(KEYS)]);
+    if guess != usize::from(NO_KEY) && key_name(guess) == key {
+        return Some(guess);
+    }
+    key_index(key)
+}
+
 /// The index of a key [`header_facts_plainly`] reads, as [`known_key`] judges it under
 /// `rules` (one lookup, then the release switches by index); `None` for a key left to
 /// the exact decode: unknown, renamed on read (`automationId`, in no list), or an
-/// object (`continuationSource`, `runComposition`).
-fn plain_key_index(key: &str, rules: &HeaderRules) -> Option<usize> {
+/// object (`continuationSource`, `runComposition`). `prev`: as for
+/// [`key_index_after`].
+fn plain_key_index(prev: Option<usize>, key: &str, rules: &HeaderRules) -> Option<usize> {
     const SCHEDULED_TASK: usize = key_at("scheduledTaskId");
     const LEGACY_AUTOMATION: usize = key_at("legacyAutomationId");
     const GOAL: usize = key_at("goalId");
@@ -232,7 +293,7 @@ fn plain_key_index(key: &str, rules: &HeaderRules) -> Option<usize> {
     const TOOL_MODE: usize = key_at("toolMode");
     const CONTINUATION: usize = key_at("continuationSource");
     const COMPOSITION: usize = key_at("runComposition");
-    let at = key_index(key)?;
+    let at = key_index_after(prev, key)?;
     let known = match at {
         SCHEDULED_TASK | LEGACY_AUTOMATION => rules.v0111_trigger_ids,
         GOAL => rules.goal_id,
@@ -412,8 +473,10 @@ pub fn header_facts_plainly<'a>(
     // Every key is one of `KEYS`, once; a string value is kept under its key's index.
     let mut seen = [false; KEYS];
     let mut strings: [Option<&str>; KEYS] = [None; KEYS];
+    let mut prev = None;
     each_member(record_json, |k, v| {
-        let at = plain_key_index(k, rules)?;
+        let at = plain_key_index(prev, k, rules)?;
+        prev = Some(at);
         if std::mem::replace(&mut seen[at], true) {
             return None;
         }
@@ -485,6 +548,30 @@ mod tests {
 
     fn rules(tag: &str) -> HeaderRules {
         crate::release::Rules::for_release(tag).header
+    }
+
+    /// The guess of the key written next never changes which key is found: every
+    /// key after every other (and first) is found at its own index, an unknown one
+    /// nowhere.
+    #[test]
+    fn a_key_is_found_at_its_index_whatever_came_before() {
+        let prevs = std::iter::once(None).chain((0..KEYS).map(Some));
+        let mut guessed = 0;
+        for prev in prevs {
+            for at in 0..KEYS {
+                assert_eq!(
+                    key_index_after(prev, key_name(at)),
+                    Some(at),
+                    "{prev:?} {at}"
+                );
+                guessed += usize::from(usize::from(FOLLOWS[prev.unwrap_or(KEYS)]) == at);
+            }
+            for other in ["", "runid", "automationId", "runIdx"] {
+                assert_eq!(key_index_after(prev, other), None, "{prev:?} {other}");
+            }
+        }
+        assert_eq!(guessed, WRITTEN_ORDER.len());
+        assert_eq!(key_name(key_at("toolMode")), "toolMode");
     }
 
     #[test]
