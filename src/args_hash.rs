@@ -35,6 +35,11 @@ pub fn canonical_tool_args_hash(
     args: &Json,
 ) -> Result<String, ArgsHashError> {
     let preimage = identity_preimage(tool_name, args)?;
+    Ok(sha256_text(&preimage))
+}
+
+/// `"sha256:"` and the hex of the SHA-256 of `preimage`.
+fn sha256_text(preimage: &str) -> String {
     // Written digit by digit: once per tool call of a scan, where `hex::encode`'s
     // character iterator showed in profiles.
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -44,7 +49,118 @@ pub fn canonical_tool_args_hash(
         out.push(char::from(DIGITS[usize::from(b >> 4)]));
         out.push(char::from(DIGITS[usize::from(b & 15)]));
     }
-    Ok(out)
+    out
+}
+
+/// [`canonical_tool_args_hash`] of the arguments whose JSON text is `raw`, for a
+/// `raw` that [`identity_form_end`] spans whole: then the text is its own identity
+/// form, and is hashed as it stands, without parsing it.
+pub(crate) fn hash_of_identity_form(tool_name: &JsStr, raw: &str) -> Result<String, ArgsHashError> {
+    debug_assert_eq!(identity_form_end(raw.as_bytes(), 0), Some(raw.len()));
+    if tool_name.is_empty() {
+        return Err(ArgsHashError::EmptyToolName);
+    }
+    let mut preimage = String::with_capacity(raw.len() + tool_name.utf8_len() + 24);
+    preimage.push_str("{\"args\":");
+    preimage.push_str(raw);
+    preimage.push_str(",\"toolName\":");
+    write_js_string(&mut preimage, tool_name);
+    preimage.push('}');
+    Ok(sha256_text(&preimage))
+}
+
+/// The end of the JSON value at `i` of `b` when its text is already its own identity
+/// form: the bytes [`identity_preimage`] would write for it, with nothing for
+/// [`canonicalize`] to change and no number that is not finite. Most arguments Maka
+/// stores are (it writes them with their keys sorted), and this spares parsing them
+/// into a tree and writing them out again. `None` for anything it does not vouch for,
+/// whatever the identity form would be: white space, an escape, a number that is not
+/// an integer of at most 15 digits (or is `-0`), an object key that is not ASCII,
+/// starts with a digit (JavaScript lists index keys first), is `__proto__`, is not
+/// after the key before it, or names an array (`required`, `enum`), and nesting deeper
+/// than 64. Such arguments are hashed the long way.
+pub(crate) fn identity_form_end(b: &[u8], i: usize) -> Option<usize> {
+    identity_value_end(b, i, 64)
+}
+
+fn identity_value_end(b: &[u8], mut i: usize, depth: u32) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => identity_string_end(b, i),
+        b'{' => {
+            let depth = depth.checked_sub(1)?;
+            i += 1;
+            if b.get(i) == Some(&b'}') {
+                return Some(i + 1);
+            }
+            let mut prev: Option<&[u8]> = None;
+            loop {
+                let end = identity_string_end(b, i)?;
+                let key = &b[i + 1..end - 1];
+                // For ASCII keys, byte order is JavaScript's code-unit order.
+                if !key.is_ascii()
+                    || key.first().is_some_and(u8::is_ascii_digit)
+                    || key == b"__proto__"
+                    || prev.is_some_and(|p| key <= p)
+                {
+                    return None;
+                }
+                prev = Some(key);
+                if b.get(end) != Some(&b':') {
+                    return None;
+                }
+                i = end + 1;
+                if b.get(i) == Some(&b'[') && (key == b"required" || key == b"enum") {
+                    return None;
+                }
+                i = identity_value_end(b, i, depth)?;
+                match b.get(i)? {
+                    b',' => i += 1,
+                    b'}' => return Some(i + 1),
+                    _ => return None,
+                }
+            }
+        }
+        b'[' => {
+            let depth = depth.checked_sub(1)?;
+            i += 1;
+            if b.get(i) == Some(&b']') {
+                return Some(i + 1);
+            }
+            loop {
+                i = identity_value_end(b, i, depth)?;
+                match b.get(i)? {
+                    b',' => i += 1,
+                    b']' => return Some(i + 1),
+                    _ => return None,
+                }
+            }
+        }
+        b't' => b[i..].starts_with(b"true").then_some(i + 4),
+        b'f' => b[i..].starts_with(b"false").then_some(i + 5),
+        b'n' => b[i..].starts_with(b"null").then_some(i + 4),
+        _ => {
+            let negative = b[i] == b'-';
+            let from = i + usize::from(negative);
+            let digits = b[from..].iter().take_while(|d| d.is_ascii_digit()).count();
+            let end = from + digits;
+            // No leading zero; a lone zero only unsigned (`-0` is written `0`).
+            let zero_first = digits > 0 && b[from] == b'0';
+            let ok = (1..=15).contains(&digits)
+                && (!zero_first || (digits == 1 && !negative))
+                && !matches!(b.get(end), Some(b'.' | b'e' | b'E'));
+            ok.then_some(end)
+        }
+    }
+}
+
+/// The end of the string at `i` when it has no escape (nor control character): its
+/// identity form is its own text.
+fn identity_string_end(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let end = crate::json::find_string_stop(b, i + 1)?;
+    (b[end] == b'"').then_some(end + 1)
 }
 
 /// The exact text whose SHA-256 is [`canonical_tool_args_hash`] (Maka's identity
@@ -218,6 +334,94 @@ mod tests {
 
     fn preimage(tool: &str, args: &str) -> String {
         identity_preimage(&JsStr::new(tool), &parse(args).unwrap()).unwrap()
+    }
+
+    /// Where the identity-form check vouches for a text, hashing the text as it
+    /// stands gives the hash of its parse; and it vouches for the plain cases.
+    #[test]
+    fn a_text_in_identity_form_hashes_as_its_parse() {
+        let vectors = include_str!("../tests/vectors/args-hash.jsonl");
+        let mut texts: Vec<(String, String)> = Vec::new();
+        for line in vectors.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let tool = v["tool_name"].as_str().unwrap().to_owned();
+            for k in ["args_json", "stable_json"] {
+                if let Some(t) = v[k].as_str() {
+                    texts.push((tool.clone(), t.to_owned()));
+                }
+            }
+        }
+        for t in [
+            r#"{"limit":5,"offset":10,"path":"a.txt"}"#,
+            r#"{"":1,"a":[1,-2,"x",true,false,null,{}],"b":{"c":[]}}"#,
+            "{\"command\":\"ls -la\",\"description\":\"caf\u{e9} \u{1f600}\"}",
+            "7",
+            "-7",
+            r#""x""#,
+            "[]",
+            "{}",
+            "999999999999999",
+            r#"{"enum":{"a":1},"required":"x"}"#,
+        ] {
+            assert_eq!(identity_form_end(t.as_bytes(), 0), Some(t.len()), "{t}");
+            texts.push(("Read".to_owned(), t.to_owned()));
+        }
+        for t in [
+            "-0",
+            "0.5",
+            "1e3",
+            "01",
+            "9007199254740993",
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":1}"#,
+            r#"{"__proto__":1}"#,
+            r#"{"required":["b","a"]}"#,
+            r#"{"enum":[]}"#,
+            r#"{"0":1}"#,
+            "{\"\u{e9}\":1}",
+            r#" {"a":1}"#,
+            r#"{"a": 1}"#,
+            r#"{"a":"\n"}"#,
+            r#"{"a":"\u0041"}"#,
+            "tru",
+            "[1,]",
+            r#"{"a":1,}"#,
+            "",
+        ] {
+            let end = identity_form_end(t.as_bytes(), 0);
+            assert!(end != Some(t.len()), "{t}");
+            texts.push(("Read".to_owned(), t.to_owned()));
+        }
+        let deep = format!("{}{}", "[".repeat(65), "]".repeat(65));
+        assert_eq!(identity_form_end(deep.as_bytes(), 0), None);
+        let mut damage = crate::mutate::Mutator::new(0x5bd1_e995_7f4a_7c15);
+        let base = texts.clone();
+        for _ in 0..40 {
+            for (tool, t) in &base {
+                if let Some(m) = damage.mutate(t) {
+                    texts.push((tool.clone(), m));
+                }
+            }
+        }
+        let mut vouched = 0;
+        for (tool, t) in &texts {
+            if identity_form_end(t.as_bytes(), 0) != Some(t.len()) {
+                continue;
+            }
+            vouched += 1;
+            let tool = JsStr::new(tool);
+            let parsed = parse(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+            assert_eq!(
+                hash_of_identity_form(&tool, t),
+                canonical_tool_args_hash(&tool, &parsed),
+                "{t}"
+            );
+        }
+        assert!(vouched > 100, "{vouched} of {}", texts.len());
+        assert_eq!(
+            hash_of_identity_form(&JsStr::new(""), "{}"),
+            Err(ArgsHashError::EmptyToolName)
+        );
     }
 
     #[test]

@@ -42,6 +42,11 @@ pub(crate) enum Keep {
     /// their trees took about a sixth of the decoder's instructions on the bench
     /// workspace.
     ForWalk,
+    /// For the scan's batches: as [`Keep::ForWalk`], and a function call's `args`
+    /// whose text is already their identity form (`args_hash::identity_form_end`)
+    /// are only checked and kept as `null`, their text handed back for the batch to
+    /// hash: nothing else in the walk reads them.
+    ForBatch,
 }
 
 /// A cursor over one payload text; every step returns `None` to give up.
@@ -144,7 +149,7 @@ impl<'a> Reader<'a> {
     fn open_value(&mut self, keep: Keep) -> Option<Json> {
         match keep {
             Keep::All => self.value(),
-            Keep::ForWalk => {
+            Keep::ForWalk | Keep::ForBatch => {
                 self.i = skip_value(self.b, self.i)?;
                 Some(Json::Null)
             }
@@ -455,6 +460,16 @@ impl Named for F {
 /// The event the exact decoder would build from `text`, when `text` is plain enough to
 /// read in place; `None` when it is not (the caller then decodes it the exact way).
 pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
+    decode_plain_with_args(text, keep).map(|(event, _)| event)
+}
+
+/// [`decode_plain`], and under [`Keep::ForBatch`] the text of a function call's
+/// arguments when they were left as `null`.
+pub(super) fn decode_plain_with_args(
+    text: &str,
+    keep: Keep,
+) -> Option<(RuntimeEvent, Option<&str>)> {
+    let mut raw_args = None;
     let mut r = Reader {
         text,
         b: text.as_bytes(),
@@ -493,7 +508,11 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
             10 => origin = Some(r.member(ORIGINS)?),
             11 => model_visibility = Some(r.member(VISIBILITIES)?),
             12 => status = Some(r.member(STATUSES)?),
-            13 => content = Some(r.either(|r| plain_content(r, keep), decode_content)?),
+            13 => {
+                raw_args = None;
+                content =
+                    Some(r.either(|r| plain_content(r, keep, &mut raw_args), decode_content)?);
+            }
             14 => {
                 let exact = |v| decode_actions(v).map(Box::new);
                 actions = Some(r.either(|r| plain_actions(r, keep), exact)?);
@@ -508,7 +527,7 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
         return None;
     }
     let [id, invocation_id, run_id, session_id, turn_id] = ids;
-    Some(RuntimeEvent {
+    let event = RuntimeEvent {
         id: id?,
         invocation_id: invocation_id?,
         run_id: run_id?,
@@ -525,14 +544,19 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
         content,
         actions,
         refs,
-    })
+    };
+    Some((event, raw_args))
 }
 
 /// `thinking`, `function_call` and `function_response` content, and text content with
 /// nothing but its text (and `providerOptions`, which the exact decoder drops); other
 /// text and error content (normalized or checked in more ways) are left to the exact
 /// decoder.
-fn plain_content(r: &mut Reader<'_>, keep: Keep) -> Option<Content> {
+fn plain_content<'a>(
+    r: &mut Reader<'a>,
+    keep: Keep,
+    raw_args: &mut Option<&'a str>,
+) -> Option<Content> {
     const KEYS: [&str; 11] = [
         "kind",
         "text",
@@ -557,6 +581,7 @@ fn plain_content(r: &mut Reader<'_>, keep: Keep) -> Option<Content> {
     let mut provider_options = None;
     let mut values: [Option<Json>; 3] = Default::default();
     let mut flags: [Option<bool>; 2] = [None; 2];
+    let mut args_text = None;
     const ORDER: KeyOrder = KeyOrder::new(&KEYS);
     let seen = r.object(&KEYS, &ORDER, |r, k| {
         match k {
@@ -564,7 +589,20 @@ fn plain_content(r: &mut Reader<'_>, keep: Keep) -> Option<Content> {
             0 | 2 | 4 | 5 => strings[k] = Some(r.plain_str()?),
             1 => text = Some(r.string()?),
             3 => provider_options = Some(r.object_value()?),
-            6 => values[0] = Some(r.value()?),
+            6 => {
+                let start = ws(r.b, r.i);
+                let end = (keep == Keep::ForBatch)
+                    .then(|| crate::args_hash::identity_form_end(r.b, start))
+                    .flatten();
+                values[0] = Some(match end {
+                    Some(end) => {
+                        args_text = Some(&r.text[start..end]);
+                        r.i = end;
+                        Json::Null
+                    }
+                    None => r.value()?,
+                });
+            }
             7 => flags[0] = Some(r.boolean()?),
             8 => values[1] = Some(r.open_value(keep)?),
             9 => flags[1] = Some(r.boolean()?),
@@ -596,13 +634,17 @@ fn plain_content(r: &mut Reader<'_>, keep: Keep) -> Option<Content> {
             signature: signature.map(js),
             provider_options,
         }),
-        "function_call" if fits(CALL) => Some(Content::FunctionCall {
-            id: js(id?),
-            name: js(name?),
-            args: args?,
-            provider_options,
-            provider_executed,
-        }),
+        "function_call" if fits(CALL) => {
+            let call = Content::FunctionCall {
+                id: js(id?),
+                name: js(name?),
+                args: args?,
+                provider_options,
+                provider_executed,
+            };
+            *raw_args = args_text;
+            Some(call)
+        }
         "function_response" if fits(RESPONSE) => Some(Content::FunctionResponse {
             id: js(id?),
             name: js(name?),
@@ -650,7 +692,7 @@ fn plain_actions(r: &mut Reader<'_>, keep: Keep) -> Option<Box<Actions>> {
             "tokenUsage" => {
                 a.token_usage = Some(match keep {
                     Keep::All => kept(r, check_token_usage)?,
-                    Keep::ForWalk => {
+                    Keep::ForWalk | Keep::ForBatch => {
                         checked(r, Ty::Record(&TOKEN_USAGE_FIELDS))?;
                         Json::Null
                     }
@@ -914,8 +956,12 @@ fn checked_refs(r: &mut Reader<'_>) -> Option<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{check_ordinary, checked, decode_plain, short_integer_at, Keep, Reader};
+    use super::{
+        check_ordinary, checked, decode_plain, decode_plain_with_args, short_integer_at, Keep,
+        Reader,
+    };
     use crate::event::decode::{check_ty, Ty, TOKEN_USAGE_FIELDS};
+    use crate::event::Content;
     use crate::event::{decode_event_text_exact, RuntimeEvent};
     use crate::json::Json;
 
@@ -935,6 +981,36 @@ mod tests {
                 Ok(w.clone().with_unread_emptied()),
                 "{text}"
             );
+        }
+        // The batches' mode: the walk's event, but for arguments left as their text,
+        // which hashes as the exact event's arguments do.
+        match decode_plain_with_args(text, Keep::ForBatch) {
+            Some((mut b, raw)) => {
+                let w = walk
+                    .as_ref()
+                    .expect("the batches' mode reads what the walk's does");
+                if let Some(raw) = raw {
+                    let Some(Content::FunctionCall { name, args, .. }) = &mut b.content else {
+                        panic!("arguments without a call: {text}");
+                    };
+                    assert_eq!(*args, Json::Null, "{text}");
+                    let Ok(RuntimeEvent {
+                        content: Some(Content::FunctionCall { args: want, .. }),
+                        ..
+                    }) = &exact
+                    else {
+                        panic!("{text}");
+                    };
+                    assert_eq!(
+                        crate::args_hash::hash_of_identity_form(name, raw),
+                        crate::args_hash::canonical_tool_args_hash(name, want),
+                        "{text}"
+                    );
+                    *args = want.clone();
+                }
+                assert_eq!(&b, w, "{text}");
+            }
+            None => assert!(walk.is_none(), "{text}"),
         }
         walk.and_then(|w| w.actions?.token_usage) == Some(Json::Null)
     }
@@ -1097,6 +1173,7 @@ mod tests {
         let mut accepted = 0;
         let mut decodable = 0;
         let mut declined = 0;
+        let mut raw_args = 0;
         let mut damage = crate::mutate::Mutator::new(0x2545_f491_4f6c_dd1d);
         for p in &payloads {
             let exact = decode_event_text_exact(p);
@@ -1106,6 +1183,9 @@ mod tests {
                 assert_eq!(exact.as_ref(), Ok(&e), "{p}");
             }
             agree(p);
+            raw_args += usize::from(
+                decode_plain_with_args(p, Keep::ForBatch).is_some_and(|(_, a)| a.is_some()),
+            );
             for _ in 0..40 {
                 let Some(m) = damage.mutate(p) else {
                     continue;
@@ -1122,6 +1202,8 @@ mod tests {
             "{accepted} of {decodable} decodable payloads"
         );
         assert!(declined > payloads.len() * 20, "{declined}");
+        // Calls whose arguments the batches hash as written.
+        assert!(raw_args > 50, "{raw_args}");
     }
 
     /// Whether `check_ordinary` accepted `text` for `ids`; when it did, the exact

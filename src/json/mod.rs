@@ -10,7 +10,7 @@ mod parse;
 mod stringify;
 pub mod validate;
 
-pub(crate) use parse::parse_value_at;
+pub(crate) use parse::{find_string_stop, parse_value_at};
 pub use parse::{parse, ParseError};
 
 /// `text` as a `serde_json::Value` for checking its fields, read as `JSON.parse` reads

@@ -35,8 +35,8 @@ use crate::db::{
     StoredEventRow, StoredOperationKey,
 };
 use crate::event::{
-    check_ordinary, decode_event_text, decode_event_text_for_walk, Content, DecodeError, Ordinary,
-    RuntimeEvent,
+    check_ordinary, decode_event_text, decode_event_text_for_batch, decode_event_text_for_walk,
+    Content, DecodeError, Ordinary, RuntimeEvent,
 };
 use crate::findings::Finding;
 use crate::header::{decode_header_as, HeaderFacts, RunHeader};
@@ -1238,12 +1238,35 @@ fn decode_row_ref(row: &EventRowRef<'_>) -> Result<RuntimeEvent, String> {
     decode_parts_with(decode_event_text, row)
 }
 
+/// [`decode_row_as`] for [`EventBatch::decode`], with the text of a function call's
+/// arguments when the decoder left them as `null` (see
+/// [`crate::event::decode_event_text_for_batch`]).
+fn decode_row_for_batch<'r>(
+    row: &'r EventRowRef<'_>,
+    rules: &DecoderRules,
+) -> (Result<Box<RuntimeEvent>, String>, Option<&'r str>) {
+    let (event, raw_args) = match decode_event_text_for_batch(&row.payload_json) {
+        Ok((event, raw_args)) => (Ok(event), raw_args),
+        Err(e) => (Err(e.to_string()), None),
+    };
+    let event = event.and_then(|e| identity_matches(&e, row).map(|()| e));
+    match (event, older_decoder_rejects(&row.payload_json, rules)) {
+        (Ok(event), None) => (Ok(event), raw_args),
+        (Err(e), _) | (Ok(_), Some(e)) => (Err(e), None),
+    }
+}
+
 fn decode_parts_with<E: Borrow<RuntimeEvent>>(
     decode: fn(&str) -> Result<E, DecodeError>,
     row: &EventRowRef<'_>,
 ) -> Result<E, String> {
     let decoded = decode(&row.payload_json).map_err(|e| e.to_string())?;
-    let event: &RuntimeEvent = decoded.borrow();
+    identity_matches(decoded.borrow(), row)?;
+    Ok(decoded)
+}
+
+/// The payload's ids are the row's (Maka's store check), or the error the walk gives.
+fn identity_matches(event: &RuntimeEvent, row: &EventRowRef<'_>) -> Result<(), String> {
     let matches = event.id == *row.event_id
         && event.session_id == *row.session_id
         && event.invocation_id == *row.invocation_id
@@ -1255,7 +1278,7 @@ fn decode_parts_with<E: Borrow<RuntimeEvent>>(
             row.event_id
         ));
     }
-    Ok(decoded)
+    Ok(())
 }
 
 /// A row's payload as the walk takes it.
@@ -1407,17 +1430,25 @@ impl EventBatch {
                 }
             }
             row.payload_json = payload;
-            let d = decode_row_as(&row, &rules.decoder);
+            let (d, raw_args) = decode_row_for_batch(&row, &rules.decoder);
             self.lanes.push(
                 d.as_deref()
                     .ok()
                     .map(|e| tool_ledger_lane_as(e, rules.dispatch_parent_refs)),
             );
+            // A call's arguments are hashed here, and only here when the decoder
+            // left them as their text (the walk then has `null` for them).
             self.args_hashes.push(match d.as_deref() {
                 Ok(RuntimeEvent {
                     content: Some(Content::FunctionCall { name, args, .. }),
                     ..
-                }) => Some(crate::args_hash::canonical_tool_args_hash(name, args).ok()),
+                }) => Some(
+                    match raw_args {
+                        Some(text) => crate::args_hash::hash_of_identity_form(name, text),
+                        None => crate::args_hash::canonical_tool_args_hash(name, args),
+                    }
+                    .ok(),
+                ),
                 _ => None,
             });
             self.decoded.push(Decoded::from(d));
