@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use wsledger::args_hash::{canonical_tool_args_hash, identity_preimage};
+use wsledger::args_hash::{canonical_tool_args_hash, hash_as_written, identity_preimage};
 use wsledger::bundle::Bundle;
 use wsledger::db::{
     DbError, EventRow, EventRowRef, HeaderRow, JournalRow, OperationRow, SchemaFacts,
@@ -116,14 +116,27 @@ pub fn decode(data: &[u8]) {
 
 /// `canonical_tool_args_hash(name, args)`: the first line is the tool name, the rest
 /// the JSON arguments. The preimage and the hash agree, the preimage is JSON, and
-/// hashing the canonical arguments again gives the same hash.
+/// hashing the canonical arguments again gives the same hash; where the text is hashed
+/// as written (`hash_as_written`), that is the hash of its parse.
 pub fn args_hash(data: &[u8]) {
     let text = text(data);
-    let (name, args) = text.split_once('\n').unwrap_or(("Read", &text));
-    let Ok(args) = parse(args) else {
+    let (name, args_text) = text.split_once('\n').unwrap_or(("Read", &text));
+    let Ok(args) = parse(args_text) else {
+        assert!(
+            hash_as_written(&JsStr::new(name), args_text).is_none(),
+            "hashed as written, not JSON: {args_text}"
+        );
         return;
     };
     let name = JsStr::new(name);
+    // Hashing the text as written, where it may be, gives the hash of its parse.
+    if let Some(written) = hash_as_written(&name, args_text) {
+        assert_eq!(
+            written,
+            canonical_tool_args_hash(&name, &args),
+            "hashed as written: {args_text}"
+        );
+    }
     match (
         identity_preimage(&name, &args),
         canonical_tool_args_hash(&name, &args),

@@ -52,6 +52,15 @@ fn sha256_text(preimage: &str) -> String {
     out
 }
 
+/// [`canonical_tool_args_hash`] of the arguments whose JSON text is `text`, taken
+/// from the text as written when it is already their identity form (see
+/// [`identity_form_end`]); `None` when it may not be: then parse it and call
+/// [`canonical_tool_args_hash`].
+pub fn hash_as_written(tool_name: &JsStr, text: &str) -> Option<Result<String, ArgsHashError>> {
+    (identity_form_end(text.as_bytes(), 0) == Some(text.len()))
+        .then(|| hash_of_identity_form(tool_name, text))
+}
+
 /// [`canonical_tool_args_hash`] of the arguments whose JSON text is `raw`, for a
 /// `raw` that [`identity_form_end`] spans whole: then the text is its own identity
 /// form, and is hashed as it stands, without parsing it.

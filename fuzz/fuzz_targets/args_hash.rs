@@ -1,4 +1,5 @@
-//! The canonical tool-arguments hash on parsed arguments.
+//! The canonical tool-arguments hash on parsed arguments, and on their text where it is
+//! hashed as written.
 #![no_main]
 
 #[path = "../harness.rs"]
