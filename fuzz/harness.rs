@@ -15,10 +15,10 @@ use wsledger::db::{
     StoredOperationKey,
 };
 use wsledger::event::{
-    check_ordinary, decode_event_text, decode_event_text_exact, decode_event_text_for_walk,
-    encode_canonical, event_kind, RuntimeEvent,
+    check_ordinary, decode_event_text, decode_event_text_exact, decode_event_text_for_batch,
+    decode_event_text_for_walk, encode_canonical, event_kind, Content, RuntimeEvent,
 };
-use wsledger::json::{parse, JsStr};
+use wsledger::json::{parse, JsStr, Json};
 use wsledger::ledger::scanner::scan_tool_ledger;
 use wsledger::ledger::terminal::{
     classify_terminal_ledger, terminal_verdict, RunHeaderView, RunStatus, TerminalKind,
@@ -89,8 +89,9 @@ fn ordinary_check_agrees(text: &str, decoded: Option<&RuntimeEvent>) {
     );
 }
 
-/// `decode_event_text` on any input (and the walk's decode, which must agree with it);
-/// whatever decodes has a canonical encoding that decodes again and is a fixed point.
+/// `decode_event_text` on any input (and the walk's and the batches' decodes, which
+/// must agree with it); whatever decodes has a canonical encoding that decodes again
+/// and is a fixed point.
 pub fn decode(data: &[u8]) {
     let text = text(data);
     // Reading in place never changes the answer (the event, or the error's words).
@@ -99,6 +100,35 @@ pub fn decode(data: &[u8]) {
     // The walk's decode gives the same answer, but for the values it leaves unread.
     assert_eq!(
         decode_event_text_for_walk(&text).map(|e| e.with_unread_emptied()),
+        decoded.clone().map(RuntimeEvent::with_unread_emptied),
+        "{text}"
+    );
+    // The batches' decode too, but for a call's arguments it leaves as their text,
+    // which hash as the decoded arguments do.
+    let batch = decode_event_text_for_batch(&text).map(|(mut e, raw)| {
+        if let Some(raw) = raw {
+            let Some(Content::FunctionCall { name, args, .. }) = &mut e.content else {
+                panic!("arguments as text without a call: {text}");
+            };
+            assert_eq!(*args, Json::Null, "{text}");
+            let Ok(RuntimeEvent {
+                content: Some(Content::FunctionCall { args: want, .. }),
+                ..
+            }) = &decoded
+            else {
+                panic!("arguments as text, no call decoded: {text}");
+            };
+            assert_eq!(
+                hash_as_written(name, raw),
+                Some(canonical_tool_args_hash(name, want)),
+                "{text}"
+            );
+            *args = want.clone();
+        }
+        e.with_unread_emptied()
+    });
+    assert_eq!(
+        batch,
         decoded.clone().map(RuntimeEvent::with_unread_emptied),
         "{text}"
     );

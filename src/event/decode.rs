@@ -60,7 +60,7 @@ pub fn decode_event_text_for_walk(text: &str) -> Result<Box<RuntimeEvent>, Decod
 /// [`decode_event_text_for_walk`] for the scan's batches, and the text of a
 /// function call's arguments when it was left as `null` because that text is already
 /// their identity form (the batch hashes it: `args_hash::hash_of_identity_form`).
-pub(crate) fn decode_event_text_for_batch(
+pub fn decode_event_text_for_batch(
     text: &str,
 ) -> Result<(Box<RuntimeEvent>, Option<&str>), DecodeError> {
     if let Some((event, raw_args)) = super::direct::decode_plain_with_args(text, Keep::ForBatch) {

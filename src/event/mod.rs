@@ -10,10 +10,9 @@ mod direct;
 mod key_order;
 
 pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
-pub(crate) use decode::decode_event_text_for_batch;
 pub use decode::{
-    decode_event, decode_event_text, decode_event_text_exact, decode_event_text_for_walk,
-    payload_identity_matches, DecodeError,
+    decode_event, decode_event_text, decode_event_text_exact, decode_event_text_for_batch,
+    decode_event_text_for_walk, payload_identity_matches, DecodeError,
 };
 pub use direct::{check_ordinary, Ordinary};
 
