@@ -132,6 +132,14 @@ pub(crate) fn find_string_stop(bytes: &[u8], from: usize) -> Option<usize> {
     // positives, so only the lowest one is used).
     let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let mut i = from;
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    while let Some(chunk) = bytes.get(i..i + 16) {
+        let mask = stop_mask16(chunk.try_into().expect("sixteen bytes"));
+        if mask != 0 {
+            return Some(i + mask.trailing_zeros() as usize);
+        }
+        i += 16;
+    }
     while let Some(chunk) = bytes.get(i..i + 8) {
         let x = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
         let found = zero_byte(x ^ (ONES * u64::from(b'"')))
@@ -146,6 +154,24 @@ pub(crate) fn find_string_stop(bytes: &[u8], from: usize) -> Option<usize> {
         .iter()
         .position(|&b| STRING_STOP[b as usize])
         .map(|n| i + n)
+}
+
+/// Bit `k` set when byte `k` of `chunk` is a `STRING_STOP` byte, sixteen bytes at a
+/// time in SSE2 (part of every x86_64), through `safe_arch`'s safe wrappers: a handful
+/// of instructions, against about fifteen for eight bytes word at a time.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline]
+fn stop_mask16(chunk: &[u8; 16]) -> u32 {
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, min_u8_m128i, move_mask_i8_m128i,
+        set_splat_i8_m128i,
+    };
+    let x = load_unaligned_m128i(chunk);
+    let quote = cmp_eq_mask_i8_m128i(x, set_splat_i8_m128i(b'"' as i8));
+    let backslash = cmp_eq_mask_i8_m128i(x, set_splat_i8_m128i(b'\\' as i8));
+    // Unsigned `x <= 0x1F`: the smaller of the two is `x` itself.
+    let control = cmp_eq_mask_i8_m128i(min_u8_m128i(x, set_splat_i8_m128i(0x1F)), x);
+    move_mask_i8_m128i(bitor_m128i(bitor_m128i(quote, backslash), control)) as u32
 }
 
 fn is_json_ws(b: u8) -> bool {

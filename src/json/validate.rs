@@ -17,32 +17,40 @@ pub(crate) fn ws(b: &[u8], mut i: usize) -> usize {
 
 /// The end of the string starting at `i` (a `"`), and whether it holds an escape.
 /// `None`: not a valid JSON string (a raw control character, a bad escape, no end).
+#[inline]
 pub fn skip_string(b: &[u8], i: usize) -> Option<(usize, bool)> {
     if b.get(i) != Some(&b'"') {
         return None;
     }
-    let mut i = i + 1;
-    let mut escaped = false;
+    // Most strings have no escape: this much is inlined where strings are read.
+    let stop = find_string_stop(b, i + 1)?;
+    if b[stop] == b'"' {
+        return Some((stop + 1, false));
+    }
+    skip_string_from_stop(b, stop)
+}
+
+/// The rest of [`skip_string`] from a stop byte that is not the closing quote.
+#[inline(never)]
+fn skip_string_from_stop(b: &[u8], stop: usize) -> Option<(usize, bool)> {
+    let mut i = stop;
     loop {
-        i = find_string_stop(b, i)?;
         match b[i] {
-            b'"' => return Some((i + 1, escaped)),
-            b'\\' => {
-                escaped = true;
-                match *b.get(i + 1)? {
-                    b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                    b'u' => {
-                        let hex = b.get(i + 2..i + 6)?;
-                        if !hex.iter().all(u8::is_ascii_hexdigit) {
-                            return None;
-                        }
-                        i += 6;
+            b'"' => return Some((i + 1, true)),
+            b'\\' => match *b.get(i + 1)? {
+                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
+                b'u' => {
+                    let hex = b.get(i + 2..i + 6)?;
+                    if !hex.iter().all(u8::is_ascii_hexdigit) {
+                        return None;
                     }
-                    _ => return None,
+                    i += 6;
                 }
-            }
+                _ => return None,
+            },
             _ => return None, // a raw control character
         }
+        i = find_string_stop(b, i)?;
     }
 }
 
@@ -278,6 +286,62 @@ mod tests {
                 crate::json::parse(c).is_ok(),
                 "{c:?}: the validator and the parser disagree"
             );
+        }
+    }
+
+    /// `skip_string` as JSON's grammar reads it, a byte at a time.
+    fn string_end_bytewise(b: &[u8], i: usize) -> Option<(usize, bool)> {
+        (b.get(i) == Some(&b'"')).then_some(())?;
+        let (mut i, mut escaped) = (i + 1, false);
+        loop {
+            match *b.get(i)? {
+                b'"' => return Some((i + 1, escaped)),
+                b'\\' => {
+                    escaped = true;
+                    i += match *b.get(i + 1)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => 2,
+                        b'u' if b.get(i + 2..i + 6)?.iter().all(u8::is_ascii_hexdigit) => 6,
+                        _ => return None,
+                    };
+                }
+                c if c < 0x20 => return None,
+                _ => i += 1,
+            }
+        }
+    }
+
+    #[test]
+    fn a_string_ends_where_a_bytewise_reading_ends_it() {
+        // Escapes (good and bad), a control byte and the closing quote at every offset
+        // across the sixteen-byte steps, with and without text after the string.
+        let pieces: [&[u8]; 8] = [
+            br#"\""#,
+            br"\\",
+            br"\u00e9",
+            br"\u00g9",
+            br"\x",
+            b"\x01",
+            "é".as_bytes(),
+            b"\"",
+        ];
+        for len in 0..40 {
+            for piece in pieces {
+                for at in 0..=len {
+                    for tail in [&b""[..], b"\"", b"\" , \"next\": 1}"] {
+                        let mut text = vec![b'"'];
+                        text.extend(std::iter::repeat_n(b'a', at));
+                        text.extend_from_slice(piece);
+                        text.extend(std::iter::repeat_n(b'b', len - at));
+                        text.extend_from_slice(tail);
+                        assert_eq!(
+                            skip_string(&text, 0),
+                            string_end_bytewise(&text, 0),
+                            "{}",
+                            String::from_utf8_lossy(&text)
+                        );
+                    }
+                }
+            }
         }
     }
 
