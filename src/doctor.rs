@@ -37,17 +37,31 @@ pub struct ScanOptions {
 /// about 0.86 of the time 2 took, for 2 to 5 MB more memory.
 const AUTO_AT_DECODER: usize = 4;
 
+/// See [`walk_beside_reader`]: by default the reading thread decodes a batch itself
+/// while this many are waiting to be walked (on the bench workspace 1 to 5 were
+/// within noise of each other, never decoding there 10% slower), and stops reading
+/// while [`ROWS_QUEUED`] are (8 was no faster than 4, for about 3 MB more at 1M events).
+const DECODE_BEHIND: usize = 2;
+const ROWS_QUEUED: usize = 4;
+
 /// See [`ScanOptions::threads`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Threads {
     /// Headers and run events on a second connection when one sees the same data, and
-    /// payloads decoded on a second thread while the next rows are read.
+    /// the rows read on a third while this thread decodes and walks them
+    /// (`RowReader(2)`); without such connections, payloads decoded on a second thread
+    /// while the next rows are read (`AtDecoder(4)`).
     #[default]
     Auto,
     /// Everything on the calling thread, row by row.
     One,
-    /// As `Auto`, with at most this many batches at the decoder at once (`0`: every
-    /// batch decoded on the reading thread).
+    /// Rows read on a second connection's thread, which also decodes a batch while at
+    /// least this many wait to be walked (`0`: every batch), while this one decodes the
+    /// rest and walks; when no second connection sees the same data, as `AtDecoder(4)`.
+    /// What `Auto` does, with [`DECODE_BEHIND`].
+    RowReader(usize),
+    /// Rows read, and walked, here, with at most this many batches at a decoder thread
+    /// at once (`0`: every batch decoded on the reading thread).
     AtDecoder(usize),
 }
 
@@ -767,13 +781,37 @@ pub fn scan_workspace_without(
             Err(_) => read_briefs(ws, has_headers, &gone, &rules.header)?.map(Arc::new),
         };
         let at_decoder = match opts.threads {
-            Threads::Auto => Some(AUTO_AT_DECODER),
+            Threads::Auto | Threads::RowReader(_) => Some(AUTO_AT_DECODER),
             Threads::One => None,
             Threads::AtDecoder(k) => Some(k),
         };
-        walk_events(ws, &mut walker, &mut store, scope, at_decoder, &mut |n| {
-            progress(n, total)
-        })?;
+        let (row_reader, decode_behind) = match opts.threads {
+            Threads::Auto => (ws.rows_reader()?, DECODE_BEHIND),
+            Threads::RowReader(k) => (ws.rows_reader()?, k),
+            Threads::One | Threads::AtDecoder(_) => (None, 0),
+        };
+        let mut progress = |n| progress(n, total);
+        let walked = match row_reader {
+            Some(reader) => walk_beside_reader(
+                reader,
+                decode_behind,
+                &mut walker,
+                &mut store,
+                scope,
+                &mut progress,
+            )?,
+            None => false,
+        };
+        if !walked {
+            walk_events(
+                ws,
+                &mut walker,
+                &mut store,
+                scope,
+                at_decoder,
+                &mut progress,
+            )?;
+        }
         let bad = match beside {
             Some(h) => {
                 let (mut bad, ordinals, sessions) =
@@ -915,6 +953,94 @@ fn walk_events<'scope>(
     }
     progress(n);
     Ok(())
+}
+
+/// Streams `runtime_events` into the walker with the rows read on `reader` (a second
+/// connection on the same data) by a thread of their own. On Maka's bench workspace
+/// SQLite's page reads are most of the walking thread's time when it reads too; here
+/// it decodes and walks. The reading thread decodes a batch itself only while
+/// `decode_behind` or more wait to be walked, so that both cores stay busy whichever
+/// side is slower. `false` when it could not start a thread (nothing was walked).
+fn walk_beside_reader<'scope, 'env>(
+    reader: Workspace,
+    decode_behind: usize,
+    walker: &mut Walker,
+    store: &mut Store<'env>,
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<bool, DbError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let rules = walker.rules();
+    let ids = walker.event_hasher();
+    // A batch, and whether it is decoded.
+    let (tx, rx) =
+        std::sync::mpsc::sync_channel::<Result<(EventBatch, bool), DbError>>(ROWS_QUEUED);
+    let (spare_tx, spare_rx) = std::sync::mpsc::channel::<EventBatch>();
+    let waiting = Arc::new(AtomicUsize::new(0));
+    let thread = {
+        let (waiting, ids, gone) = (waiting.clone(), ids.clone(), store.gone);
+        move || {
+            let mut batch = EventBatch::default();
+            let send = |mut b: EventBatch| {
+                let decoded = waiting.load(Ordering::Relaxed) >= decode_behind;
+                if decoded {
+                    b.decode(&rules, &ids);
+                }
+                waiting.fetch_add(1, Ordering::Relaxed);
+                tx.send(Ok((b, decoded))).is_ok()
+            };
+            let read = reader.for_each_event_raw(|row, payload| {
+                if gone.stored_session(&row.ids[1]) {
+                    return Ok(());
+                }
+                batch.push(row, payload);
+                if batch.is_full() {
+                    let next = spare_rx.try_recv().unwrap_or_default();
+                    if !send(std::mem::replace(&mut batch, next)) {
+                        // The walk stopped on an error of its own: so does this.
+                        return Err(DbError::Io {
+                            path: reader.path().to_path_buf(),
+                            source: std::io::Error::other("the scan stopped"),
+                        });
+                    }
+                }
+                Ok(())
+            });
+            match read {
+                Ok(()) if !batch.is_empty() => {
+                    send(batch);
+                }
+                Ok(()) => {}
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            }
+        }
+    };
+    let Ok(handle) = std::thread::Builder::new()
+        .name("read-rows".into())
+        .spawn_scoped(scope, thread)
+    else {
+        // No thread to be had: the caller reads the rows itself.
+        return Ok(false);
+    };
+    let mut n = 0u64;
+    for msg in rx.iter() {
+        let (mut b, decoded) = msg?;
+        waiting.fetch_sub(1, Ordering::Relaxed);
+        if !decoded {
+            b.decode(&rules, &ids);
+        }
+        n += b.len() as u64;
+        progress(n);
+        walker.push_batch(&mut b, store)?;
+        let _ = spare_tx.send(b);
+    }
+    if let Err(p) = handle.join() {
+        std::panic::resume_unwind(p);
+    }
+    progress(n);
+    Ok(true)
 }
 
 /// Batches of rows between reading and walking. Each full batch goes to the decoder

@@ -100,8 +100,11 @@ fn same_in_every_spread(db: &Path, one: &(serde_json::Value, String)) {
 }
 
 /// The ways of spreading the work that must equal [`Threads::One`].
-const SPREAD: [Threads; 4] = [
+const SPREAD: [Threads; 7] = [
     Threads::Auto,
+    Threads::RowReader(0),
+    Threads::RowReader(2),
+    Threads::RowReader(usize::MAX),
     Threads::AtDecoder(0),
     Threads::AtDecoder(1),
     Threads::AtDecoder(4),
