@@ -55,10 +55,10 @@ pub enum Threads {
     Auto,
     /// Everything on the calling thread, row by row.
     One,
-    /// Rows read on a second connection's thread, which also decodes a batch while at
-    /// least this many wait to be walked (`0`: every batch), while this one decodes the
-    /// rest and walks; when no second connection sees the same data, as `AtDecoder(4)`.
-    /// What `Auto` does, with [`DECODE_BEHIND`].
+    /// Rows read on a thread and connection of their own, which also decodes a batch
+    /// while at least this many wait to be walked (`0`: every batch), while this thread
+    /// decodes the rest and walks; when no other connection is certain to see the same
+    /// data, as `AtDecoder(4)`. What `Auto` does, with [`DECODE_BEHIND`].
     RowReader(usize),
     /// Rows read, and walked, here, with at most this many batches at a decoder thread
     /// at once (`0`: every batch decoded on the reading thread).
