@@ -422,23 +422,22 @@ impl Workspace {
     /// A [`Workspace::reader_twin`] for reading `runtime_events` in the scan's order
     /// beside the walk, with a page cache of [`ROWS_CACHE_KIB`].
     pub fn rows_reader(&self) -> Result<Option<Workspace>, DbError> {
-        let Some(ws) = self.reader_twin()? else {
-            return Ok(None);
-        };
-        ws.conn
-            .pragma_update(None, "cache_size", ROWS_CACHE_KIB)
-            .map_err(|e| ws.err(&e))?;
-        Ok(Some(ws))
+        self.twin_with_cache(ROWS_CACHE_KIB)
     }
 
     /// A [`Workspace::reader_twin`] for reading tables front to back beside the scan: a
     /// page cache of [`SEQUENTIAL_CACHE_KIB`], since hardly a page is read twice.
     pub fn sequential_reader(&self) -> Result<Option<Workspace>, DbError> {
+        self.twin_with_cache(SEQUENTIAL_CACHE_KIB)
+    }
+
+    /// A [`Workspace::reader_twin`] with a page cache of `kib` (negative: KiB).
+    fn twin_with_cache(&self, kib: i64) -> Result<Option<Workspace>, DbError> {
         let Some(ws) = self.reader_twin()? else {
             return Ok(None);
         };
         ws.conn
-            .pragma_update(None, "cache_size", SEQUENTIAL_CACHE_KIB)
+            .pragma_update(None, "cache_size", kib)
             .map_err(|e| ws.err(&e))?;
         Ok(Some(ws))
     }
