@@ -5,6 +5,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::db::quarantine::JournalByEvent;
 use crate::db::{
     DbError, EventRow, HeaderRow, JournalRow, OperationRow, StoredOperationKey, Workspace,
 };
@@ -1508,8 +1509,10 @@ type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;
 /// What quarantine would set aside from each damaged session, in rows per table
 /// ([`Workspace::deletion_counts_of`]: the tool tables are read once for all of them).
 /// When another connection is certain to see the same file, they are counted on it, on
-/// its own thread, while the caller reads the rest; otherwise on the caller's
-/// connection when it asks for them.
+/// its own thread, while the caller reads the rest; the journal rows reached through
+/// the sessions' events are then counted on a third connection and thread, beside the
+/// operations (the two passes are most of what the diagnosis waits for). Otherwise on
+/// the caller's connection when it asks for them.
 enum DeletionCounts<'scope> {
     Here(Vec<String>),
     Beside(std::thread::ScopedJoinHandle<'scope, Result<SetAside, DbError>>),
@@ -1527,10 +1530,25 @@ impl<'scope> DeletionCounts<'scope> {
         let Some(twin) = ws.reader_twin()? else {
             return Ok(DeletionCounts::Here(sessions));
         };
+        // Its failure only means the journal is read whole on `twin` instead.
+        let by_event = ws.reader_twin().ok().flatten().and_then(|journal| {
+            let sessions = sessions.clone();
+            std::thread::Builder::new()
+                .name("journal-by-event".into())
+                .spawn_scoped(scope, move || {
+                    journal.journal_counts_by_event(&sessions).ok().flatten()
+                })
+                .ok()
+        });
         let kept = sessions.clone();
         let spawned = std::thread::Builder::new()
             .name("deletion-counts".into())
-            .spawn_scoped(scope, move || count_deletions(&twin, sessions));
+            .spawn_scoped(scope, move || {
+                let by_event = by_event.map(|h| -> JournalByEvent<'_> {
+                    Box::new(move || h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                });
+                count_deletions(&twin, sessions, by_event)
+            });
         Ok(match spawned {
             Ok(h) => DeletionCounts::Beside(h),
             // No thread to be had: they are counted here.
@@ -1540,14 +1558,18 @@ impl<'scope> DeletionCounts<'scope> {
 
     fn finish(self, ws: &Workspace) -> Result<SetAside, DbError> {
         match self {
-            DeletionCounts::Here(sessions) => count_deletions(ws, sessions),
+            DeletionCounts::Here(sessions) => count_deletions(ws, sessions, None),
             DeletionCounts::Beside(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
         }
     }
 }
 
-fn count_deletions(w: &Workspace, sessions: Vec<String>) -> Result<SetAside, DbError> {
-    let counts = w.deletion_counts_of(&sessions)?;
+fn count_deletions(
+    w: &Workspace,
+    sessions: Vec<String>,
+    by_event: Option<JournalByEvent<'_>>,
+) -> Result<SetAside, DbError> {
+    let counts = w.deletion_counts_of(&sessions, by_event)?;
     Ok(sessions.into_iter().zip(counts).collect())
 }
 

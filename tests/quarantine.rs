@@ -571,11 +571,31 @@ fn deletion_counts_of_many_sessions_follow_every_clause() {
     let ws = Workspace::open_read_only(&db).unwrap();
     let sessions: Vec<String> = session_ids(&db).into_iter().collect();
     assert!(sessions.len() >= 3, "{sessions:?}");
-    let all = ws.deletion_counts_of(&sessions).unwrap();
+    let all = ws.deletion_counts_of(&sessions, None).unwrap();
+    // The journal split in two: the rows reached through an event counted on a second
+    // connection, the rest here through the index on `operation_id`.
+    let beside = Workspace::open_read_only(&db).unwrap();
+    let asked = std::cell::Cell::new(false);
+    let split = ws
+        .deletion_counts_of(
+            &sessions,
+            Some(Box::new(|| {
+                asked.set(true);
+                beside.journal_counts_by_event(&sessions).unwrap()
+            })),
+        )
+        .unwrap();
+    assert!(asked.get(), "the split was not taken");
+    // Handed nothing, the journal is read whole here.
+    let refused = ws
+        .deletion_counts_of(&sessions, Some(Box::new(|| None)))
+        .unwrap();
     let mut reached = BTreeMap::new();
-    for (s, got) in sessions.iter().zip(&all) {
+    for (i, (s, got)) in sessions.iter().zip(&all).enumerate() {
         let want = ws.deletion(s).unwrap().counts();
         assert_eq!(got, &want, "{s}");
+        assert_eq!(split[i], want, "{s}, split");
+        assert_eq!(refused[i], want, "{s}, refused");
         assert_eq!(ws.deletion_counts(s).unwrap(), want, "{s}");
         for (t, n) in want {
             *reached.entry(t).or_insert(0) += n;

@@ -270,7 +270,7 @@ pub fn read_deletion_counts(
     c: &Connection,
     session: &str,
 ) -> rusqlite::Result<Vec<(String, usize)>> {
-    Ok(read_deletion_counts_of(c, &[session.to_owned()])?
+    Ok(read_deletion_counts_of(c, &[session.to_owned()], None)?
         .pop()
         .unwrap_or_default())
 }
@@ -280,9 +280,15 @@ pub fn read_deletion_counts(
 /// columns have no index (so SQLite reads them whole for every session), are counted
 /// for all the sessions in one pass each when Maka's purge clause is the only one that
 /// reaches them (`ToolTableCounts`).
+///
+/// `by_event`, when given, hands over the journal rows reached through an event of
+/// each session ([`read_journal_counts_by_event`], read on another connection): then
+/// only the rows reached through an operation alone are counted here, through the
+/// journal's index on `operation_id`, and the journal is not read whole here.
 pub fn read_deletion_counts_of(
     c: &Connection,
     sessions: &[String],
+    by_event: Option<JournalByEvent<'_>>,
 ) -> rusqlite::Result<Vec<Vec<(String, usize)>>> {
     let tables = table_names(c)?;
     let fks = foreign_keys(c, &tables)?;
@@ -306,7 +312,7 @@ pub fn read_deletion_counts_of(
         .iter()
         .all(|t| tables.contains(*t));
     let passes = if tool_tables && tool_clauses_only && !sessions.is_empty() {
-        ToolTableCounts::read(c, sessions)?
+        ToolTableCounts::read(c, sessions, by_event)?
     } else {
         None
     };
@@ -395,8 +401,77 @@ impl Owners {
     }
 }
 
+/// The journal rows reached through an event of each session, in their order, or
+/// `None` when they are to be counted where the operations are (see
+/// [`read_deletion_counts_of`]). Called once the operations are counted.
+pub type JournalByEvent<'a> = Box<dyn FnOnce() -> Option<Vec<usize>> + 'a>;
+
+/// Each session's event ids (the purge clauses' `SELECT event_id FROM runtime_events
+/// WHERE session_id = ?1`), through the index on `session_id`.
+fn session_events(c: &Connection, sessions: &[String]) -> rusqlite::Result<Result<Owners, Unlike>> {
+    let mut events = Owners::default();
+    let mut stmt = c.prepare("SELECT event_id FROM runtime_events WHERE session_id = ?1")?;
+    for (i, s) in sessions.iter().enumerate() {
+        let mut rows = stmt.query(params![s])?;
+        while let Some(r) = rows.next()? {
+            if let Err(u) = events.add(r.get_ref(0)?, &[i]) {
+                return Ok(Err(u));
+            }
+        }
+    }
+    Ok(Ok(events))
+}
+
+/// The rows of `tool_journal_events` whose `runtime_event_id` is one of each session's
+/// events, in one pass over the table: the half of the journal's count that needs no
+/// operation, so that it can be read on another connection while the operations are.
+/// `None` when a value would not be compared as SQLite compares it (as in
+/// [`ToolTableCounts`]: a number in either id column).
+pub fn read_journal_counts_by_event(
+    c: &Connection,
+    sessions: &[String],
+) -> rusqlite::Result<Option<Vec<usize>>> {
+    let Ok(events) = session_events(c, sessions)? else {
+        return Ok(None);
+    };
+    let mut counts = vec![0; sessions.len()];
+    let mut rows = super::raw::RawRows::prepare(
+        c,
+        "SELECT runtime_event_id, operation_id FROM tool_journal_events",
+    )?;
+    let mut hit = Vec::new();
+    while rows.step()? {
+        hit.clear();
+        let numeric = matches!(rows.value(1)?, ValueRef::Integer(_) | ValueRef::Real(_));
+        if numeric || events.of(rows.value(0)?, &mut hit).is_err() {
+            return Ok(None);
+        }
+        for &i in &hit {
+            counts[i] += 1;
+        }
+    }
+    Ok(Some(counts))
+}
+
+/// Whether `tool_journal_events` has an index that finds rows by `operation_id` (every
+/// release's schema does); without one, a lookup per operation reads the table whole.
+fn journal_indexed_by_operation(c: &Connection) -> rusqlite::Result<bool> {
+    c.query_row(
+        "SELECT count(*) FROM pragma_index_list('tool_journal_events') AS l, \
+         pragma_index_info(l.name) AS i \
+         WHERE l.partial = 0 AND i.seqno = 0 AND i.name = 'operation_id'",
+        [],
+        |r| r.get::<_, i64>(0),
+    )
+    .map(|n| n > 0)
+}
+
 impl ToolTableCounts {
-    fn read(c: &Connection, sessions: &[String]) -> rusqlite::Result<Option<ToolTableCounts>> {
+    fn read(
+        c: &Connection,
+        sessions: &[String],
+        by_event: Option<JournalByEvent<'_>>,
+    ) -> rusqlite::Result<Option<ToolTableCounts>> {
         let collation: i64 = c.query_row(
             "SELECT count(*) FROM sqlite_schema WHERE tbl_name IN \
              ('runtime_events', 'tool_operations', 'tool_journal_events') \
@@ -407,7 +482,7 @@ impl ToolTableCounts {
         if collation > 0 {
             return Ok(None);
         }
-        match Self::passes(c, sessions)? {
+        match Self::passes(c, sessions, by_event)? {
             Ok(counts) => Ok(Some(counts)),
             Err(Unlike) => Ok(None),
         }
@@ -416,19 +491,12 @@ impl ToolTableCounts {
     fn passes(
         c: &Connection,
         sessions: &[String],
+        by_event: Option<JournalByEvent<'_>>,
     ) -> rusqlite::Result<Result<ToolTableCounts, Unlike>> {
-        // Each session's event ids (the clauses' `SELECT event_id FROM runtime_events
-        // WHERE session_id = ?1`).
-        let mut events = Owners::default();
-        let mut stmt = c.prepare("SELECT event_id FROM runtime_events WHERE session_id = ?1")?;
-        for (i, s) in sessions.iter().enumerate() {
-            let mut rows = stmt.query(params![s])?;
-            while let Some(r) = rows.next()? {
-                if let Err(u) = events.add(r.get_ref(0)?, &[i]) {
-                    return Ok(Err(u));
-                }
-            }
-        }
+        let events = match session_events(c, sessions)? {
+            Ok(events) => events,
+            Err(u) => return Ok(Err(u)),
+        };
         let mut operations = vec![0; sessions.len()];
         // The ids of the operations counted, with their sessions.
         let mut ops = Owners::default();
@@ -457,6 +525,27 @@ impl ToolTableCounts {
                 return Ok(Err(u));
             }
         }
+        drop(rows);
+        let by_event = match by_event {
+            Some(f) if journal_indexed_by_operation(c)? => Some(f),
+            _ => None,
+        };
+        if let Some(by_event) = by_event {
+            let mut journal =
+                match Self::journal_by_operation_alone(c, sessions.len(), &events, &ops)? {
+                    Ok(counts) => counts,
+                    Err(u) => return Ok(Err(u)),
+                };
+            if let Some(other) = by_event() {
+                for (n, m) in journal.iter_mut().zip(other) {
+                    *n += m;
+                }
+                return Ok(Ok(ToolTableCounts {
+                    operations,
+                    journal,
+                }));
+            }
+        }
         let mut journal = vec![0; sessions.len()];
         let mut rows = super::raw::RawRows::prepare(
             c,
@@ -479,6 +568,39 @@ impl ToolTableCounts {
             operations,
             journal,
         }))
+    }
+
+    /// For each session, the journal rows of one of its operations whose event is not
+    /// one of its own: with [`read_journal_counts_by_event`], each row the purge
+    /// reaches is counted once. Found through the index on `operation_id`; a row has
+    /// one operation, and each stored id is looked up once, so no row is met twice.
+    fn journal_by_operation_alone(
+        c: &Connection,
+        sessions: usize,
+        events: &Owners,
+        ops: &Owners,
+    ) -> rusqlite::Result<Result<Vec<usize>, Unlike>> {
+        let mut counts = vec![0; sessions];
+        let mut stmt =
+            c.prepare("SELECT runtime_event_id FROM tool_journal_events WHERE operation_id = ?1")?;
+        let mut hit = Vec::new();
+        let keys = ops.text.iter().map(|(k, o)| (ValueRef::Text(k), o));
+        let keys = keys.chain(ops.blob.iter().map(|(k, o)| (ValueRef::Blob(k), o)));
+        for (key, owners) in keys {
+            let mut rows = stmt.query([ToSqlOutput::Borrowed(key)])?;
+            while let Some(r) = rows.next()? {
+                hit.clear();
+                if let Err(u) = events.of(r.get_ref(0)?, &mut hit) {
+                    return Ok(Err(u));
+                }
+                for &i in owners {
+                    if !hit.contains(&i) {
+                        counts[i] += 1;
+                    }
+                }
+            }
+        }
+        Ok(Ok(counts))
     }
 }
 
@@ -962,11 +1084,21 @@ impl super::Workspace {
 
     /// [`Self::deletion_counts`] of each of `sessions`, in their order (cheaper
     /// than one call each: the tool tables are read once for all of them).
+    /// `by_event`: see [`read_deletion_counts_of`].
     pub fn deletion_counts_of(
         &self,
         sessions: &[String],
+        by_event: Option<JournalByEvent<'_>>,
     ) -> Result<Vec<Vec<(String, usize)>>, super::DbError> {
-        read_deletion_counts_of(self.conn(), sessions).map_err(|e| self.err(&e))
+        read_deletion_counts_of(self.conn(), sessions, by_event).map_err(|e| self.err(&e))
+    }
+
+    /// [`read_journal_counts_by_event`] on this connection.
+    pub fn journal_counts_by_event(
+        &self,
+        sessions: &[String],
+    ) -> Result<Option<Vec<usize>>, super::DbError> {
+        read_journal_counts_by_event(self.conn(), sessions).map_err(|e| self.err(&e))
     }
 
     /// Columns and rowid facts of a table.
