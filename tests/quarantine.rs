@@ -606,3 +606,41 @@ fn deletion_counts_of_many_sessions_follow_every_clause() {
     assert!(reached["tool_operations"] > 15, "{reached:?}");
     assert!(reached["tool_journal_events"] >= 30, "{reached:?}");
 }
+
+/// Without an index on the journal's `operation_id`, a lookup per operation would read
+/// the journal whole each time: the split is then not taken, and the journal is read
+/// whole once where the operations are, with the same counts.
+#[test]
+fn deletion_counts_without_the_journal_index_read_the_journal_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch("DROP INDEX tool_journal_events_by_operation")
+        .unwrap();
+    drop(c);
+    let ws = Workspace::open_read_only(&db).unwrap();
+    let sessions: Vec<String> = session_ids(&db).into_iter().collect();
+    let asked = std::cell::Cell::new(false);
+    let got = ws
+        .deletion_counts_of(
+            &sessions,
+            Some(Box::new(|| {
+                asked.set(true);
+                None
+            })),
+        )
+        .unwrap();
+    assert!(!asked.get(), "the split was taken without the index");
+    let mut journal = 0;
+    for (s, got) in sessions.iter().zip(&got) {
+        let want = ws.deletion(s).unwrap().counts();
+        assert_eq!(got, &want, "{s}");
+        journal += want
+            .iter()
+            .filter(|(t, _)| t == "tool_journal_events")
+            .map(|(_, n)| n)
+            .sum::<usize>();
+    }
+    assert!(journal > 0, "no journal row reached");
+}
