@@ -332,6 +332,8 @@ struct Case {
 }
 
 fn main() -> Result<()> {
+    // The floors read with SQLite set up as the scan's binary sets it up.
+    let _ = wsledger::db::tune_sqlite_for_this_process();
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("--floor-child") {
         let db = Path::new(&argv[3]);

@@ -7,6 +7,8 @@ use wsledger::cli::{run, Cli, ExitStatus, Printer};
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Before anything else: no thread or SQLite connection exists yet.
+    let _ = wsledger::db::tune_sqlite_for_this_process();
     let cli = Cli::parse();
     let mut printer = Printer::stdio(&cli.global);
     let status = match run(cli, &mut printer) {

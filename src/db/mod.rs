@@ -41,6 +41,29 @@ pub use rows::*;
 /// waits 5 s; a doctor should not hang longer than that.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Turns off SQLite's memory statistics for this process. With them on (SQLite's
+/// default), every allocation and free SQLite makes takes one process-wide mutex; a
+/// scan runs up to five connections on as many threads, each filling its page cache,
+/// and they queued on that mutex and slept (seen with `perf`'s scheduler events on
+/// the bench workspace). Nothing here reads the statistics or sets a soft heap limit
+/// (which needs them). Call it first thing in `main`, before any thread or connection
+/// exists. `false` when SQLite refused it (already initialized): nothing changed,
+/// which is only slower.
+#[allow(unsafe_code)]
+pub fn tune_sqlite_for_this_process() -> bool {
+    // SAFETY: `sqlite3_config` takes this option with one `int` argument and touches
+    // only SQLite's global configuration. It must not run beside another SQLite call:
+    // the caller promises that no other thread exists yet. Once SQLite is initialized
+    // it returns SQLITE_MISUSE and changes nothing.
+    let rc = unsafe {
+        rusqlite::ffi::sqlite3_config(
+            rusqlite::ffi::SQLITE_CONFIG_MEMSTATUS,
+            std::ffi::c_int::from(0u8),
+        )
+    };
+    rc == rusqlite::ffi::SQLITE_OK
+}
+
 /// `PRAGMA cache_size` of read connections (negative: KiB). 4 MiB: the scan reads
 /// `runtime_events` in run order, all over the file, so a larger cache hardly ever hits
 /// again; 16 MiB cost 12 to 15 MB of peak memory for no measurable speed (measured on
