@@ -86,6 +86,9 @@ struct Store<'a> {
     walked: Vec<u64>,
     /// The ordinal rows, when reduced beside the walk.
     ordinals: Option<OrdinalSummary>,
+    /// Gathered with the journal's digests, for the diagnosis (see
+    /// [`crate::db::quarantine::JournalEventRefs`]).
+    journal_refs: Option<Arc<crate::db::quarantine::JournalEventRefs>>,
 }
 
 /// Every decodable run header, reduced ([`HeaderBrief`]), sorted by a 128-bit key of
@@ -161,6 +164,7 @@ impl Store<'_> {
         journal_reader: Option<Workspace>,
         scope: &'scope std::thread::Scope<'scope, '_>,
     ) -> Result<(), DbError> {
+        use crate::db::quarantine::{JournalEventRefs, JournalRefsBuilder};
         use crate::scan::projection::{JournalEntry, StoredDigests};
         if !self.gone.sessions.is_empty() {
             return Ok(());
@@ -173,24 +177,31 @@ impl Store<'_> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<(Vec<JournalEntry>, bool)>(4);
             std::thread::Builder::new()
                 .name("journal-digests".into())
-                .spawn_scoped(scope, move || -> Result<(), DbError> {
-                    let (mut chunk, mut ok, mut open) = (Vec::with_capacity(CHUNK), true, true);
-                    j.for_each_journal_row(|row, key_ok| {
-                        if !open {
-                            return;
+                .spawn_scoped(
+                    scope,
+                    move || -> Result<Option<JournalEventRefs>, DbError> {
+                        let (mut chunk, mut ok, mut open) = (Vec::with_capacity(CHUNK), true, true);
+                        // For the quarantine preview, while the rows are at hand.
+                        let mut refs = JournalRefsBuilder::default();
+                        j.for_each_journal_row(|row, key_ok, [event, operation]| {
+                            if !open {
+                                return;
+                            }
+                            refs.add(event, operation);
+                            ok &= key_ok;
+                            chunk.push(hasher.entry(row));
+                            if chunk.len() == CHUNK {
+                                let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
+                                open = tx.send((full, ok)).is_ok();
+                            }
+                        })?;
+                        if open {
+                            let _ = tx.send((chunk, ok));
                         }
-                        ok &= key_ok;
-                        chunk.push(hasher.entry(row));
-                        if chunk.len() == CHUNK {
-                            let full = std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK));
-                            open = tx.send((full, ok)).is_ok();
-                        }
-                    })?;
-                    if open {
-                        let _ = tx.send((chunk, ok));
-                    }
-                    Ok(())
-                })
+                        // Only a table read to its end.
+                        Ok(if open { refs.finish() } else { None })
+                    },
+                )
                 .ok()
                 .map(|h| (rx, h))
         });
@@ -230,10 +241,11 @@ impl Store<'_> {
                     take(&mut d, c);
                 }
                 usable &= journal_ok;
-                h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                let refs = h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+                self.journal_refs = refs.map(Arc::new);
             }
             None if self.has_journal && usable => {
-                self.ws.for_each_journal_row(|row, key_ok| {
+                self.ws.for_each_journal_row(|row, key_ok, _| {
                     usable &= key_ok;
                     d.add_journal(row);
                 })?;
@@ -758,6 +770,7 @@ pub fn scan_workspace_without(
             briefs: None,
             walked: Vec::new(),
             ordinals: None,
+            journal_refs: None,
         };
         let operation_rows = if has_operations {
             usize::try_from(ws.count_rows("tool_operations")?).unwrap_or(0)
@@ -1212,6 +1225,7 @@ fn finish_scan(
         schema,
     };
     let mut report = walker.finish(store, tables)?;
+    report.journal_refs = store.journal_refs.take();
     fill_identical(ws, &mut report)?;
     Ok(report)
 }
@@ -1453,7 +1467,12 @@ pub fn diagnose_workspace(
     let damaged = crate::quarantine::damaged_sessions(report, &archived);
     std::thread::scope(|scope| {
         // The deletion counts (most of the diagnosis's reading) go on while the rest is read.
-        let counting = DeletionCounts::start(ws, scope, damaged.keys().cloned().collect())?;
+        let counting = DeletionCounts::start(
+            ws,
+            scope,
+            damaged.keys().cloned().collect(),
+            report.journal_refs.clone(),
+        )?;
         let (finalize, planned_from) = plan_finalize_on(
             ws,
             report,
@@ -1523,6 +1542,7 @@ impl<'scope> DeletionCounts<'scope> {
         ws: &Workspace,
         scope: &'scope std::thread::Scope<'scope, 'env>,
         sessions: Vec<String>,
+        journal_refs: Option<Arc<crate::db::quarantine::JournalEventRefs>>,
     ) -> Result<DeletionCounts<'scope>, DbError> {
         if sessions.is_empty() {
             return Ok(DeletionCounts::Here(sessions));
@@ -1536,7 +1556,12 @@ impl<'scope> DeletionCounts<'scope> {
             std::thread::Builder::new()
                 .name("journal-by-event".into())
                 .spawn_scoped(scope, move || {
-                    journal.journal_counts_by_event(&sessions).ok().flatten()
+                    match &journal_refs {
+                        Some(refs) => journal.journal_counts_from_refs(&sessions, refs),
+                        None => journal.journal_counts_by_event(&sessions),
+                    }
+                    .ok()
+                    .flatten()
                 })
                 .ok()
         });

@@ -586,6 +586,29 @@ fn deletion_counts_of_many_sessions_follow_every_clause() {
         )
         .unwrap();
     assert!(asked.get(), "the split was not taken");
+    // The rows reached through an event counted again from the hashes the scan gathers
+    // beside its journal digests, without a pass over the journal.
+    let refs = beside
+        .journal_event_refs()
+        .unwrap()
+        .expect("no number in the id columns");
+    let by_event = beside.journal_counts_by_event(&sessions).unwrap();
+    assert_eq!(
+        beside.journal_counts_from_refs(&sessions, &refs).unwrap(),
+        by_event
+    );
+    assert!(
+        by_event.as_ref().unwrap().iter().sum::<usize>() > 0,
+        "{by_event:?}"
+    );
+    let from_refs = ws
+        .deletion_counts_of(
+            &sessions,
+            Some(Box::new(|| {
+                beside.journal_counts_from_refs(&sessions, &refs).unwrap()
+            })),
+        )
+        .unwrap();
     // Handed nothing, the journal is read whole here.
     let refused = ws
         .deletion_counts_of(&sessions, Some(Box::new(|| None)))
@@ -595,6 +618,7 @@ fn deletion_counts_of_many_sessions_follow_every_clause() {
         let want = ws.deletion(s).unwrap().counts();
         assert_eq!(got, &want, "{s}");
         assert_eq!(split[i], want, "{s}, split");
+        assert_eq!(from_refs[i], want, "{s}, from the scan's hashes");
         assert_eq!(refused[i], want, "{s}, refused");
         assert_eq!(ws.deletion_counts(s).unwrap(), want, "{s}");
         for (t, n) in want {
@@ -605,6 +629,43 @@ fn deletion_counts_of_many_sessions_follow_every_clause() {
     // cross-session ones through two), and the journal's rows through their operations.
     assert!(reached["tool_operations"] > 15, "{reached:?}");
     assert!(reached["tool_journal_events"] >= 30, "{reached:?}");
+}
+
+/// The journal's event hashes are not gathered where a count from them could differ
+/// from SQLite's: a number in either id column (SQLite would compare it as a number),
+/// or more rows than the scan keeps hashes of.
+#[test]
+fn journal_event_refs_give_up_on_numbers_and_on_large_journals() {
+    use rusqlite::types::ValueRef;
+    use wsledger::db::quarantine::{JournalRefsBuilder, JOURNAL_REFS_MAX_ROWS};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let ws = Workspace::open_read_only(&db).unwrap();
+    assert!(ws.journal_event_refs().unwrap().is_some());
+    drop(ws);
+    // (A TEXT column turns a number into text as it stores it: only a file whose id
+    // columns have another affinity holds one, so the builder is fed directly.)
+    for (event, operation) in [
+        (ValueRef::Integer(7), ValueRef::Text(b"op")),
+        (ValueRef::Text(b"e"), ValueRef::Real(7.5)),
+    ] {
+        let mut b = JournalRefsBuilder::default();
+        b.add(ValueRef::Text(b"event"), ValueRef::Text(b"op"));
+        b.add(event, operation);
+        b.add(ValueRef::Null, ValueRef::Text(b"op"));
+        assert!(b.finish().is_none(), "{event:?} {operation:?}");
+    }
+    let fill = |rows: usize| {
+        let mut b = JournalRefsBuilder::default();
+        for i in 0..rows {
+            let id = format!("event-{i}");
+            b.add(ValueRef::Text(id.as_bytes()), ValueRef::Text(b"op"));
+        }
+        b.finish()
+    };
+    assert!(fill(JOURNAL_REFS_MAX_ROWS).is_some());
+    assert!(fill(JOURNAL_REFS_MAX_ROWS + 1).is_none());
 }
 
 /// Without an index on the journal's `operation_id`, a lookup per operation would read

@@ -453,6 +453,130 @@ pub fn read_journal_counts_by_event(
     Ok(Some(counts))
 }
 
+/// The most journal rows whose [`JournalEventRefs`] the scan keeps (2 MiB of hashes):
+/// above it the preview reads the journal again, as it did before, so that a large
+/// workspace's peak memory does not grow.
+pub const JOURNAL_REFS_MAX_ROWS: usize = 1 << 17;
+
+/// The `runtime_event_id` of every `tool_journal_events` row, as a keyed 128-bit hash
+/// (see `crate::hash128`; a text and a blob of the same bytes apart, NULL left out),
+/// taken while the scan reads the journal for its digests. With it the quarantine
+/// preview counts the journal rows reached through a session's events without a
+/// second pass over the table (the last of the diagnosis's passes to finish).
+pub struct JournalEventRefs {
+    key: crate::hash128::Keyed128,
+    hashes: Vec<u128>,
+}
+
+impl std::fmt::Debug for JournalEventRefs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JournalEventRefs")
+            .field("rows", &self.hashes.len())
+            .finish()
+    }
+}
+
+impl JournalEventRefs {
+    /// As SQLite compares the column (TEXT affinity, binary collation): a text equals
+    /// a text of the same bytes, a blob a blob, NULL nothing.
+    fn hash_of(&self, v: ValueRef<'_>) -> Option<u128> {
+        match v {
+            ValueRef::Text(b) => Some(self.key.hash(&(0u8, b))),
+            ValueRef::Blob(b) => Some(self.key.hash(&(1u8, b))),
+            _ => None,
+        }
+    }
+}
+
+/// Gathers [`JournalEventRefs`] row by row; gives up (`finish` is `None`) on a number
+/// in either id column (see [`read_journal_counts_by_event`]) or past
+/// [`JOURNAL_REFS_MAX_ROWS`] rows.
+pub struct JournalRefsBuilder {
+    refs: Option<JournalEventRefs>,
+}
+
+impl Default for JournalRefsBuilder {
+    fn default() -> Self {
+        JournalRefsBuilder {
+            refs: Some(JournalEventRefs {
+                key: crate::hash128::Keyed128::random(),
+                hashes: Vec::new(),
+            }),
+        }
+    }
+}
+
+impl JournalRefsBuilder {
+    /// One journal row's `runtime_event_id` and `operation_id`, as stored.
+    pub fn add(&mut self, runtime_event_id: ValueRef<'_>, operation_id: ValueRef<'_>) {
+        let Some(refs) = &mut self.refs else {
+            return;
+        };
+        let numeric = |v: ValueRef<'_>| matches!(v, ValueRef::Integer(_) | ValueRef::Real(_));
+        if numeric(runtime_event_id)
+            || numeric(operation_id)
+            || refs.hashes.len() >= JOURNAL_REFS_MAX_ROWS
+        {
+            self.refs = None;
+            return;
+        }
+        if let Some(h) = refs.hash_of(runtime_event_id) {
+            refs.hashes.push(h);
+        }
+    }
+
+    /// The refs, once every row of the table has been added.
+    pub fn finish(self) -> Option<JournalEventRefs> {
+        self.refs
+    }
+}
+
+/// [`read_journal_counts_by_event`] from `refs` (the same table's rows, at the same
+/// snapshot) instead of a pass over the journal: only the sessions' events are read.
+pub fn journal_counts_from_refs(
+    c: &Connection,
+    sessions: &[String],
+    refs: &JournalEventRefs,
+) -> rusqlite::Result<Option<Vec<usize>>> {
+    let Ok(events) = session_events(c, sessions)? else {
+        return Ok(None);
+    };
+    let mut owners: crate::fast_hash::HashMap<u128, &[usize]> = Default::default();
+    for (map, blob) in [(&events.text, false), (&events.blob, true)] {
+        for (k, s) in map {
+            let v = if blob {
+                ValueRef::Blob(k)
+            } else {
+                ValueRef::Text(k)
+            };
+            if let Some(h) = refs.hash_of(v) {
+                owners.insert(h, s);
+            }
+        }
+    }
+    let mut counts = vec![0; sessions.len()];
+    for h in &refs.hashes {
+        for &i in owners.get(h).copied().unwrap_or_default() {
+            counts[i] += 1;
+        }
+    }
+    Ok(Some(counts))
+}
+
+/// [`JournalEventRefs`] of the whole journal, read on `c` (what the scan gathers
+/// beside its digests); `None` where the builder gives up.
+pub fn read_journal_event_refs(c: &Connection) -> rusqlite::Result<Option<JournalEventRefs>> {
+    let mut refs = JournalRefsBuilder::default();
+    let mut rows = super::raw::RawRows::prepare(
+        c,
+        "SELECT runtime_event_id, operation_id FROM tool_journal_events",
+    )?;
+    while rows.step()? {
+        refs.add(rows.value(0)?, rows.value(1)?);
+    }
+    Ok(refs.finish())
+}
+
 /// Whether `tool_journal_events` has an index that finds rows by `operation_id` (every
 /// release's schema does); without one, a lookup per operation reads the table whole.
 fn journal_indexed_by_operation(c: &Connection) -> rusqlite::Result<bool> {
@@ -1099,6 +1223,20 @@ impl super::Workspace {
         sessions: &[String],
     ) -> Result<Option<Vec<usize>>, super::DbError> {
         read_journal_counts_by_event(self.conn(), sessions).map_err(|e| self.err(&e))
+    }
+
+    /// [`journal_counts_from_refs`] on this connection.
+    pub fn journal_counts_from_refs(
+        &self,
+        sessions: &[String],
+        refs: &JournalEventRefs,
+    ) -> Result<Option<Vec<usize>>, super::DbError> {
+        journal_counts_from_refs(self.conn(), sessions, refs).map_err(|e| self.err(&e))
+    }
+
+    /// [`read_journal_event_refs`] on this connection.
+    pub fn journal_event_refs(&self) -> Result<Option<JournalEventRefs>, super::DbError> {
+        read_journal_event_refs(self.conn()).map_err(|e| self.err(&e))
     }
 
     /// Columns and rowid facts of a table.

@@ -1144,10 +1144,11 @@ impl Workspace {
     }
 
     /// Streams every `tool_journal_events` row in table order, borrowed, with whether
-    /// its `operation_id` is UTF-8 text.
+    /// its `operation_id` is UTF-8 text, and its `runtime_event_id` and `operation_id`
+    /// as stored.
     pub fn for_each_journal_row(
         &self,
-        mut f: impl FnMut(&JournalRowRef<'_>, bool),
+        mut f: impl FnMut(&JournalRowRef<'_>, bool, [ValueRef<'_>; 2]),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         self.for_each_raw_row(
@@ -1160,7 +1161,8 @@ impl Workspace {
                     opts: [o(7)?, o(8)?, o(9)?, o(10)?],
                     committed_at: int(r, 11).map_err(e)?,
                 };
-                f(&row, is_utf8_text(r, 2).map_err(e)?);
+                let ids = [r.value(7).map_err(e)?, r.value(2).map_err(e)?];
+                f(&row, is_utf8_text(r, 2).map_err(e)?, ids);
                 Ok(())
             },
         )

@@ -111,6 +111,10 @@ pub struct ScanReport {
     pub headers: Vec<RunHeader>,
     #[serde(skip)]
     pub issues: Vec<LedgerIssue>,
+    /// The journal's event references, when the scan gathered them for the
+    /// diagnosis (see [`crate::db::quarantine::JournalEventRefs`]).
+    #[serde(skip)]
+    pub journal_refs: Option<std::sync::Arc<crate::db::quarantine::JournalEventRefs>>,
 }
 
 impl ScanReport {
@@ -276,6 +280,7 @@ pub(super) fn build(
         runs,
         headers,
         issues: scan.issues,
+        journal_refs: None,
     };
     report.recount();
     report
