@@ -182,7 +182,7 @@ impl Store<'_> {
                     move || -> Result<Option<JournalEventRefs>, DbError> {
                         let (mut chunk, mut ok, mut open) = (Vec::with_capacity(CHUNK), true, true);
                         // For the quarantine preview, while the rows are at hand.
-                        let mut refs = JournalRefsBuilder::default();
+                        let mut refs = JournalRefsBuilder::for_operations(operation_rows);
                         j.for_each_journal_row(|row, key_ok, [event, operation]| {
                             if !open {
                                 return;

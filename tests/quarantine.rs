@@ -666,6 +666,13 @@ fn journal_event_refs_give_up_on_numbers_and_on_large_journals() {
     };
     assert!(fill(JOURNAL_REFS_MAX_ROWS).is_some());
     assert!(fill(JOURNAL_REFS_MAX_ROWS + 1).is_none());
+    // Nor is it begun for a journal of more operations than half the cap.
+    let mut b = JournalRefsBuilder::for_operations(JOURNAL_REFS_MAX_ROWS / 2 + 1);
+    b.add(ValueRef::Text(b"event"), ValueRef::Text(b"op"));
+    assert!(b.finish().is_none());
+    let mut b = JournalRefsBuilder::for_operations(JOURNAL_REFS_MAX_ROWS / 2);
+    b.add(ValueRef::Text(b"event"), ValueRef::Text(b"op"));
+    assert!(b.finish().is_some());
 }
 
 /// Without an index on the journal's `operation_id`, a lookup per operation would read

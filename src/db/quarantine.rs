@@ -507,6 +507,17 @@ impl Default for JournalRefsBuilder {
 }
 
 impl JournalRefsBuilder {
+    /// One that gives up at once (gathers nothing) when a journal of `operations`
+    /// operations is likely past the cap anyway (Maka writes two or more journal rows
+    /// per operation): its hashes would only be held for a while and dropped.
+    pub fn for_operations(operations: usize) -> JournalRefsBuilder {
+        if operations > JOURNAL_REFS_MAX_ROWS / 2 {
+            JournalRefsBuilder { refs: None }
+        } else {
+            JournalRefsBuilder::default()
+        }
+    }
+
     /// One journal row's `runtime_event_id` and `operation_id`, as stored.
     pub fn add(&mut self, runtime_event_id: ValueRef<'_>, operation_id: ValueRef<'_>) {
         let Some(refs) = &mut self.refs else {
