@@ -122,6 +122,11 @@ esac
 
 "$bindir/wsledger" --version >&2 || die "the installed wsledger does not run" "report it, with the job's log"
 if [ -n "${GITHUB_PATH:-}" ]; then
-  echo "$bindir" >>"$GITHUB_PATH"
+  # On Windows the runner reads GITHUB_PATH as Windows paths; Git Bash's cygpath says it.
+  if command -v cygpath >/dev/null 2>&1; then
+    cygpath -w "$bindir" >>"$GITHUB_PATH"
+  else
+    echo "$bindir" >>"$GITHUB_PATH"
+  fi
 fi
 echo "$bindir"
