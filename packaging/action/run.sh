@@ -77,7 +77,11 @@ shopt -u nullglob
 command -v "$bin" >/dev/null 2>&1 || die "\`$bin\` is not installed" \
   "install wsledger before this step (the action's install step does), or set WSLEDGER_BIN"
 
-echo "+ wsledger doctor scan ${workspaces[*]} --format github ${args[*]+${args[*]}}" >&2
+{
+  printf '+ wsledger doctor scan'
+  printf ' %q' "${workspaces[@]}" --format github ${args[@]+"${args[@]}"}
+  printf '\n'
+} >&2
 # stdout (the annotations) goes straight through; stderr is kept to annotate an error.
 "$bin" doctor scan "${workspaces[@]}" --format github ${args[@]+"${args[@]}"} 2>"$tmp/stderr"
 status=$?
