@@ -53,11 +53,11 @@ empty() { [ ! -s "$tmp/$1" ] || { echo "$1 is not empty:"; cat "$tmp/$1"; false;
 
 started=$(date +%s)
 prerequisites() {
-  for tool in node npm npx tar xz sha256sum; do command -v "$tool" || { echo "$tool is missing"; return 1; }; done
+  for tool in node npm npx tar xz sha256sum curl; do command -v "$tool" || { echo "$tool is missing"; return 1; }; done
   node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 18 ? 0 : 1)' || { echo "Node.js $(node --version) is older than 18"; return 1; }
   [ -x "$bin" ] || { echo "no binary at $bin: cargo build --release --locked"; return 1; }
 }
-check "tools (node, npm, tar, xz, sha256sum) and the release binary are there" prerequisites
+check "tools (node, npm, tar, xz, sha256sum, curl) and the release binary are there" prerequisites
 if [ "$failed" -gt 0 ]; then
   echo "packaging checks: cannot go on"
   exit 1
