@@ -115,6 +115,12 @@ export npm_config_cache="$tmp/npm-cache" npm_config_offline=true npm_config_upda
 run "$project" install npm install --offline --no-audit --no-fund "$launcher_tgz" "$platform_tgz"
 check "npm install --offline of the two tarball files into a new project" status_is install 0
 
+no_debug_info() {
+  readelf -S "$project/node_modules/@wsledger/linux-x64/bin/wsledger" >"$tmp/sections" &&
+    ! grep -q '\.debug_info' "$tmp/sections"
+}
+check "the packaged binary is the release build without its debug info" no_debug_info
+
 run "$project" npx-version npx wsledger --version
 check "npx wsledger --version prints \`wsledger $version\`" \
   eval 'status_is npx-version 0 && test "$(cat "$tmp/npx-version.out")" = "wsledger $version"'
