@@ -13,14 +13,7 @@ fn json(s: &str) -> Value {
 }
 
 fn scan(ws: &Path) -> (i32, Value) {
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "--format",
-        "json",
-        "-w",
-        ws.to_str().unwrap(),
-    ]);
+    let out = wsledger(&common::scan_json_args(ws));
     assert!(
         out.stderr.is_empty() || !out.stderr.contains("error:"),
         "{}",
