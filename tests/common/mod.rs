@@ -67,6 +67,16 @@ pub fn open_fixture(dir: &Path) -> Result<rusqlite::Connection, String> {
     .map_err(|e| e.to_string())
 }
 
+/// The codes of a scan report's findings, in order.
+pub fn finding_codes(doc: &serde_json::Value) -> Vec<&str> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect()
+}
+
 /// `doctor scan --format json -w <ws>`.
 pub fn scan_json_args(ws: &Path) -> [&str; 6] {
     [
