@@ -84,12 +84,7 @@ fn json_document_is_the_documented_contract() {
             assert!(f.get(key).is_some(), "finding lacks {key}: {f}");
         }
     }
-    let codes: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
+    let codes = common::finding_codes(&doc);
     assert_eq!(codes, ["orphan_response", "run_stuck_running"]);
     // The gate covers the whole file whatever the filters.
     let out = wsledger(&[

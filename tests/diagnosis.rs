@@ -2,11 +2,11 @@
 //! the cause its `generation.json` says it was made with; damaged sessions carry
 //! their title, costs and producer inference; the plan's hints do not contradict it.
 
-mod finalize_support;
+mod common;
 
 use std::path::{Path, PathBuf};
 
-use finalize_support::*;
+use common::finalize::*;
 use serde_json::Value;
 
 fn scan_doc(ws: &Path) -> Value {

@@ -3,6 +3,7 @@
 //! workspace (sessions cloned by `examples/genws.rs`, with damage and stuck runs).
 //! `UPDATE_SNAPSHOTS=1` rewrites them; read the diff before committing it.
 
+mod common;
 #[allow(dead_code)]
 #[path = "../examples/genws.rs"]
 mod genws;
@@ -10,29 +11,7 @@ mod genws;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn snapshot(name: &str, actual: &str) {
-    let path = Path::new("tests/snapshots").join(name);
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1)", path.display()));
-    if want != actual {
-        let line = want
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(want.lines().count().min(actual.lines().count()));
-        panic!(
-            "{} differs from the snapshot at line {}:\n  want: {:?}\n  got:  {:?}",
-            path.display(),
-            line + 1,
-            want.lines().nth(line),
-            actual.lines().nth(line)
-        );
-    }
-}
+use common::{snapshot, Ws};
 
 /// Runs wsledger in `cwd` on the workspace `ws` (relative, so the output does not
 /// depend on where the temporary directory is).
@@ -59,17 +38,6 @@ fn run(cwd: &Path, args: &[&str]) -> (i32, String) {
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),
     )
-}
-
-fn fixture_copy(name: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("ws")).unwrap();
-    std::fs::copy(
-        Path::new("fixtures").join(name).join("runtime.sqlite"),
-        dir.path().join("ws/runtime.sqlite"),
-    )
-    .unwrap();
-    dir
 }
 
 /// 12 sessions cloned from the healthy fixture, one orphaned response, one duplicated
@@ -116,13 +84,13 @@ fn check(name: &str, dir: &Path) {
 
 #[test]
 fn scan_and_repair_tables_on_stuck_running() {
-    let dir = fixture_copy("stuck-running");
+    let dir = Ws::copy("stuck-running").dir;
     check("stuck-running", dir.path());
 }
 
 #[test]
 fn scan_and_repair_tables_on_corrupt_ledger() {
-    let dir = fixture_copy("corrupt-ledger");
+    let dir = Ws::copy("corrupt-ledger").dir;
     // The README's "my workspace is broken" shows this dry run as it is.
     let (_, dry) = run(dir.path(), &["doctor", "repair"]);
     let readme = std::fs::read_to_string("README.md").unwrap();

@@ -1,11 +1,12 @@
 //! `doctor finalize-runs` on the real fixtures (always on copies).
 
-mod finalize_support;
+mod common;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use finalize_support::*;
+use common::finalize::*;
+use common::{integrity_ok, names, stderr};
 use serde_json::Value;
 use wsledger::scan::runs::RunState;
 
@@ -53,21 +54,12 @@ fn plan_runs(doc: &Value) -> BTreeSet<(String, String)> {
         .collect()
 }
 
-fn files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn dry_run_plans_every_stuck_run_and_changes_no_byte() {
     for (name, reason) in STUCK {
         let ws = Ws::copy(name);
         let before = ws.hash();
-        let listing = files(&ws.root());
+        let listing = names(&ws.root());
         let o = ws.finalize(&["--format", "json"]);
         assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
         let doc = stdout_json(&o);
@@ -130,7 +122,7 @@ fn dry_run_plans_every_stuck_run_and_changes_no_byte() {
             verdict_stuck(name).len()
         );
         assert_eq!(ws.hash(), before, "{name}: the dry run changed the file");
-        assert_eq!(files(&ws.root()), listing, "{name}: the dry run made files");
+        assert_eq!(names(&ws.root()), listing, "{name}: the dry run made files");
     }
 }
 

@@ -3,12 +3,14 @@
 //! full disk, an unwritable backup, a schema that is not current, and a process
 //! killed at random moments.
 
-mod finalize_support;
+mod common;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use finalize_support::*;
+use common::crash::{trials, Killer};
+use common::finalize::*;
+use common::{integrity_ok, stderr, write_marker};
 use wsledger::db::write::{ApplyOptions, WriteError, Writer};
 use wsledger::doctor::plan_finalize;
 use wsledger::finalize::PlanOptions;
@@ -16,20 +18,6 @@ use wsledger::finalize::PlanOptions;
 const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
 const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
 const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
-
-fn write_marker(ws: &Ws, root_id: &str) {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(ws.root()).unwrap();
-    std::fs::write(
-        ws.root().join(".maka-storage-root.json"),
-        format!(
-            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root_id}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
-            m.dev(),
-            m.ino()
-        ),
-    )
-    .unwrap();
-}
 
 fn no_backups(ws: &Ws) -> bool {
     std::fs::read_dir(ws.root())
@@ -41,7 +29,7 @@ fn no_backups(ws: &Ws) -> bool {
 fn apply_is_refused_while_makas_owner_lock_is_held() {
     let ws = Ws::copy("stuck-running");
     let root = "0123456789abcdef".repeat(4);
-    write_marker(&ws, &root);
+    write_marker(&ws.root(), &root);
     let before = ws.hash();
     // Maka's lock: an OFD fcntl write lock on <namespace>/<rootId>/owner.lock.
     let held = wsledger::lock::acquire(&ws.control(), std::slice::from_ref(&root)).unwrap();
@@ -73,7 +61,7 @@ fn the_root_binding_row_is_locked_too() {
     let ws = Ws::copy("stuck-running");
     let marker = "a".repeat(64);
     let binding = "b".repeat(64);
-    write_marker(&ws, &marker);
+    write_marker(&ws.root(), &marker);
     ws.conn()
         .execute(
             "INSERT INTO runtime_storage_root_binding VALUES (1, ?1, 1)",
@@ -261,25 +249,9 @@ fn a_schema_that_differs_elsewhere_is_repaired_on_the_closest_basis() {
     }
 }
 
-/// A small xorshift generator: reproducible trials without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn a_killed_apply_leaves_the_file_unchanged_or_fully_finalized() {
-    let trials: u64 = if std::env::var("CI").is_ok_and(|v| v == "true") {
-        20
-    } else {
-        200
-    };
+    let trials = trials(20, 200);
     let args = ["--apply", "--project-header"];
     let env = [("WSLEDGER_NOW_MS", "1800000000000")];
     // The two states a trial may end in.
@@ -292,25 +264,12 @@ fn a_killed_apply_leaves_the_file_unchanged_or_fully_finalized() {
     let finalized = done.dump();
     assert_ne!(original, finalized);
 
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    let mut rng = Rng(seed);
-    let window = full_run.as_micros() as u64 * 12 / 10 + 1;
+    let mut killer = Killer::new(full_run);
+    let seed = killer.seed;
     let (mut unchanged, mut complete) = (0, 0);
     for trial in 0..trials {
         let ws = Ws::copy("stuck-running");
-        let mut child = ws
-            .command(&args, &env)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_micros(rng.next() % window));
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
+        killer.run(ws.finalize_command(&args, &env));
         assert!(
             integrity_ok(&ws.db()),
             "trial {trial} (seed {seed}): integrity"

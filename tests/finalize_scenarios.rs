@@ -2,9 +2,9 @@
 //! do not cover: T2 outcomes to settle, code-mode `exec`, a terminal header without
 //! its event, adoption, and every reason to leave a run alone.
 
-mod finalize_support;
+mod common;
 
-use finalize_support::*;
+use common::finalize::*;
 use serde_json::Value;
 use wsledger::json::{JsStr, Json};
 use wsledger::scan::runs::RunState;

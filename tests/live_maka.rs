@@ -18,6 +18,7 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use common::{names, wal, write_marker};
 use rusqlite::Connection;
 use serde_json::Value;
 use wsledger::db::write::{ApplyOptions, Writer};
@@ -149,12 +150,6 @@ impl Paused {
     }
 }
 
-fn wal(db: &Path) -> PathBuf {
-    let mut s = db.as_os_str().to_owned();
-    s.push("-wal");
-    PathBuf::from(s)
-}
-
 /// What Maka's start-up would do to the stuck run, written as one transaction by a
 /// connection of this process: finalize it.
 fn finalize_stuck_run(db: &Path) -> Writer {
@@ -195,17 +190,7 @@ fn new_conversation(db: &Path, vacuum: bool) {
 }
 
 fn scan(ws: &Path) -> Out {
-    run(
-        &[
-            "doctor",
-            "scan",
-            "--format",
-            "json",
-            "-w",
-            ws.to_str().unwrap(),
-        ],
-        &[],
-    )
+    run(&common::scan_json_args(ws), &[])
 }
 
 /// Maka starts while a scan reads a WAL file without `-wal` (`immutable=1`): it starts
@@ -380,29 +365,6 @@ fn an_export_reads_one_committed_state_while_maka_commits() {
         during.stderr
     );
     drop(maka);
-}
-
-fn write_marker(dir: &Path, root_id: &str) {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(dir).unwrap();
-    std::fs::write(
-        dir.join(".maka-storage-root.json"),
-        format!(
-            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root_id}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
-            m.dev(),
-            m.ino()
-        ),
-    )
-    .unwrap();
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 /// A refused `quarantine --apply --out a/b/c` creates neither `a/b/c` nor `a`, nor a

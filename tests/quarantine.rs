@@ -3,89 +3,20 @@
 //! database did, restore gives back every table exactly, a healthy workspace is left
 //! byte-identical, refusals change nothing, and a killed apply never loses a session.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Instant;
 
+use common::crash::{trials, Killer};
+use common::{integrity_ok, json_of, stderr, write_marker, Ws};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
-use wsledger::bundle::{Bundle, Cell};
+use wsledger::bundle::Bundle;
 use wsledger::db::Workspace;
 use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::quarantine::startup_blockers;
-
-const NOW: &str = "1800000000000";
-
-struct Ws {
-    dir: tempfile::TempDir,
-}
-
-impl Ws {
-    fn copy(name: &str) -> Ws {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        std::fs::copy(
-            Path::new("fixtures").join(name).join("runtime.sqlite"),
-            dir.path().join("ws/runtime.sqlite"),
-        )
-        .unwrap();
-        Ws { dir }
-    }
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn db(&self) -> PathBuf {
-        self.root().join("runtime.sqlite")
-    }
-    fn control(&self) -> PathBuf {
-        self.dir.path().join("control")
-    }
-    fn bundles(&self) -> PathBuf {
-        self.root().join("wsledger-quarantine")
-    }
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_wsledger"));
-        c.arg("--workspace")
-            .arg(self.root())
-            .args(args)
-            .env_remove("WSLEDGER_WORKSPACE")
-            .env_remove("WSLEDGER_BACKUP_DIR")
-            .env("WSLEDGER_NOW_MS", NOW)
-            .env("WSLEDGER_MAKA_CONTROL_DIR", self.control())
-            .env("NO_COLOR", "1");
-        c
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-    fn tables(&self) -> BTreeMap<String, Vec<Vec<Cell>>> {
-        Workspace::open_read_only(&self.db())
-            .unwrap()
-            .dump_tables()
-            .unwrap()
-    }
-    fn hash(&self) -> String {
-        let mut h = Sha256::new();
-        h.update(std::fs::read(self.db()).unwrap());
-        hex::encode(h.finalize())
-    }
-    fn files(&self) -> BTreeSet<String> {
-        std::fs::read_dir(self.root())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json_of(o: &Output) -> Value {
-    assert!(o.status.success(), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 fn damaged_fixtures() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir("fixtures")
@@ -228,7 +159,7 @@ fn every_damaged_fixture_is_quarantined_replayed_and_restored_exactly() {
 #[test]
 fn a_healthy_workspace_has_an_empty_plan_and_apply_changes_nothing() {
     let ws = Ws::copy("healthy");
-    let before = ws.hash();
+    let before = ws.db_hash();
     let files = ws.files();
     let plan = json_of(&ws.run(&["doctor", "quarantine", "--format", "json"]));
     assert!(plan["sessions"].as_array().unwrap().is_empty());
@@ -237,7 +168,7 @@ fn a_healthy_workspace_has_an_empty_plan_and_apply_changes_nothing() {
     let doc = json_of(&o);
     assert_eq!(doc["applied"], false);
     assert!(doc["backup"].is_null());
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
     assert_eq!(ws.files(), files, "no backup, no bundle directory");
 }
 
@@ -263,7 +194,7 @@ fn ndjson_and_table_output() {
 #[test]
 fn the_workspace_authority_session_is_never_touched() {
     let ws = Ws::copy("orphan-response");
-    let before = ws.hash();
+    let before = ws.db_hash();
     let o = ws.run(&[
         "doctor",
         "quarantine",
@@ -274,30 +205,20 @@ fn the_workspace_authority_session_is_never_touched() {
     assert_eq!(o.status.code(), Some(2));
     assert!(o.stdout.is_empty());
     assert!(stderr(&o).contains("error:"));
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
 }
 
 #[test]
 fn a_held_owner_lock_refuses_and_changes_nothing() {
-    use std::os::unix::fs::MetadataExt;
     let ws = Ws::copy("orphan-response");
     let root = "0123456789abcdef".repeat(4);
-    let m = std::fs::metadata(ws.root()).unwrap();
-    std::fs::write(
-        ws.root().join(".maka-storage-root.json"),
-        format!(
-            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
-            m.dev(),
-            m.ino()
-        ),
-    )
-    .unwrap();
-    let before = ws.hash();
+    write_marker(&ws.root(), &root);
+    let before = ws.db_hash();
     let held = wsledger::lock::acquire(&ws.control(), std::slice::from_ref(&root)).unwrap();
     let o = ws.run(&["doctor", "quarantine", "--apply"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
     let bundles = std::fs::read_dir(ws.bundles()).map_or(0, |d| d.count());
     assert_eq!(bundles, 0, "no bundle while the lock is held");
     assert!(!ws.files().iter().any(|f| f.ends_with(".bak")));
@@ -310,7 +231,7 @@ fn a_held_owner_lock_refuses_and_changes_nothing() {
 #[test]
 fn an_unwritable_bundle_path_refuses_and_changes_nothing() {
     let ws = Ws::copy("orphan-response");
-    let before = ws.hash();
+    let before = ws.db_hash();
     let blocker = ws.dir.path().join("a-file");
     std::fs::write(&blocker, "x").unwrap();
     let out = blocker.join("bundles");
@@ -324,7 +245,7 @@ fn an_unwritable_bundle_path_refuses_and_changes_nothing() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
     assert!(stderr(&o).contains("hint:"));
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
     assert!(!ws.files().iter().any(|f| f.ends_with(".bak")));
 }
 
@@ -347,11 +268,11 @@ fn restore_refuses_colliding_ids_and_other_schemas() {
 
     // Into the original workspace: the session is still there.
     let other = Ws::copy("orphan-response");
-    let before = other.hash();
+    let before = other.db_hash();
     let o = other.run(&["doctor", "restore", "--apply", bundle_s]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("already has rows"), "{}", stderr(&o));
-    assert_eq!(other.hash(), before);
+    assert_eq!(other.db_hash(), before);
 
     // One journal id taken by another row since: the transaction rolls back.
     let b = Bundle::from_json_text(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
@@ -366,11 +287,11 @@ fn restore_refuses_colliding_ids_and_other_schemas() {
         )
         .unwrap();
     }
-    let before = ws.hash();
+    let before = ws.db_hash();
     let o = ws.run(&["doctor", "restore", "--apply", "--no-backup", bundle_s]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("collides"), "{}", stderr(&o));
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
 
     // A bundle from another schema version.
     let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&bundle).unwrap()).unwrap();
@@ -380,35 +301,12 @@ fn restore_refuses_colliding_ids_and_other_schemas() {
     let o = ws.run(&["doctor", "restore", "--apply", edited.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("schema"), "{}", stderr(&o));
-    assert_eq!(ws.hash(), before);
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn integrity_ok(db: &Path) -> bool {
-    let c = rusqlite::Connection::open(db).unwrap();
-    let r: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    r == "ok"
+    assert_eq!(ws.db_hash(), before);
 }
 
 #[test]
 fn a_killed_apply_leaves_the_old_or_the_finished_database_and_never_loses_a_bundle() {
-    let trials: u64 = if std::env::var("CI").is_ok_and(|v| v == "true") {
-        15
-    } else {
-        80
-    };
+    let trials = trials(15, 80);
     let fixture = "damage-undecodable-row";
     let args = ["doctor", "quarantine", "--apply", "--no-backup"];
     let untouched = Ws::copy(fixture);
@@ -423,25 +321,12 @@ fn a_killed_apply_leaves_the_old_or_the_finished_database_and_never_loses_a_bund
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    let mut rng = Rng(seed);
-    let window = full.as_micros() as u64 * 12 / 10 + 1;
+    let mut killer = Killer::new(full);
+    let seed = killer.seed;
     let (mut old, mut new) = (0, 0);
     for trial in 0..trials {
         let ws = Ws::copy(fixture);
-        let mut child = ws
-            .command(&args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_micros(rng.next() % window));
-        let _ = child.kill();
-        let _ = child.wait();
+        killer.run(ws.command(&args));
         assert!(integrity_ok(&ws.db()), "trial {trial} (seed {seed})");
         let now = ws.tables();
         if now == original {

@@ -151,14 +151,7 @@ fn run(ws: &Path, control: &Path, args: &[&str]) -> common::Output {
 }
 
 fn scan_json(ws: &Path) -> Value {
-    let out = common::wsledger(&[
-        "doctor",
-        "scan",
-        "--format",
-        "json",
-        "-w",
-        ws.to_str().unwrap(),
-    ]);
+    let out = common::wsledger(&common::scan_json_args(ws));
     serde_json::from_str(&out.stdout).unwrap()
 }
 

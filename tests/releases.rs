@@ -13,14 +13,7 @@ fn json(s: &str) -> Value {
 }
 
 fn scan(ws: &Path) -> (i32, Value) {
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "--format",
-        "json",
-        "-w",
-        ws.to_str().unwrap(),
-    ]);
+    let out = wsledger(&common::scan_json_args(ws));
     assert!(
         out.stderr.is_empty() || !out.stderr.contains("error:"),
         "{}",
@@ -102,12 +95,7 @@ fn pi_agent_headers_are_an_upgrade_preview_warning_not_an_error() {
     );
     let (status, doc) = scan(&ws);
     assert_eq!(status, 0, "{doc}");
-    let codes: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
+    let codes = common::finding_codes(&doc);
     assert!(!codes.contains(&"session_header_undecodable"), "{codes:?}");
     assert!(!codes.contains(&"run_header_undecodable"), "{codes:?}");
     assert!(codes.contains(&"upgrade_blocks_startup"), "{codes:?}");

@@ -3,94 +3,17 @@
 //! stuck run; its bundles restore exactly; a second run plans nothing; refusals change
 //! nothing; a killed apply leaves the old, the quarantined or the finished database.
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+mod common;
 
-use serde_json::Value;
-use sha2::{Digest, Sha256};
-use wsledger::bundle::Cell;
+use std::path::Path;
+use std::time::Instant;
+
+use common::crash::{trials, Killer};
+use common::{integrity_ok, json_of, stderr, write_marker, Ws};
 use wsledger::db::Workspace;
 use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::quarantine::startup_blockers;
 use wsledger::scan::runs::RunState;
-
-const NOW: &str = "1800000000000";
-
-struct Ws {
-    dir: tempfile::TempDir,
-}
-
-impl Ws {
-    fn copy(name: &str) -> Ws {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        std::fs::copy(
-            Path::new("fixtures").join(name).join("runtime.sqlite"),
-            dir.path().join("ws/runtime.sqlite"),
-        )
-        .unwrap();
-        Ws { dir }
-    }
-    fn root(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn db(&self) -> PathBuf {
-        self.root().join("runtime.sqlite")
-    }
-    fn bundles(&self) -> PathBuf {
-        self.root().join("wsledger-quarantine")
-    }
-    fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_wsledger"));
-        c.arg("--workspace")
-            .arg(self.root())
-            .args(args)
-            .env_remove("WSLEDGER_WORKSPACE")
-            .env_remove("WSLEDGER_BACKUP_DIR")
-            .env("WSLEDGER_NOW_MS", NOW)
-            .env("WSLEDGER_MAKA_CONTROL_DIR", self.dir.path().join("control"))
-            .env("NO_COLOR", "1");
-        c
-    }
-    fn run(&self, args: &[&str]) -> Output {
-        self.command(args).output().unwrap()
-    }
-    fn tables(&self) -> BTreeMap<String, Vec<Vec<Cell>>> {
-        Workspace::open_read_only(&self.db())
-            .unwrap()
-            .dump_tables()
-            .unwrap()
-    }
-    fn hash(&self) -> String {
-        let mut h = Sha256::new();
-        h.update(std::fs::read(self.db()).unwrap());
-        hex::encode(h.finalize())
-    }
-    fn files(&self) -> Vec<String> {
-        std::fs::read_dir(self.root())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect()
-    }
-    fn bundle_paths(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(self.bundles())
-            .map(|d| d.map(|e| e.unwrap().path().display().to_string()).collect())
-            .unwrap_or_default();
-        v.sort();
-        v
-    }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json_of(o: &Output) -> Value {
-    assert!(o.status.success(), "{}", stderr(o));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 /// Every bundled real workspace that is damaged or has a stuck run.
 fn broken_fixtures() -> Vec<String> {
@@ -112,9 +35,9 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
         let ws = Ws::copy(&name);
         let untouched = Ws::copy(&name);
         // Dry run: the plan, nothing written.
-        let before = ws.hash();
+        let before = ws.db_hash();
         let dry = json_of(&ws.run(&["doctor", "repair", "--format", "json"]));
-        assert_eq!(ws.hash(), before, "{name}");
+        assert_eq!(ws.db_hash(), before, "{name}");
         assert_eq!(dry["applied"], false);
         let steps = dry["diagnosis"]["plan"]["steps"].as_array().unwrap();
         assert!(!steps.is_empty(), "{name}: nothing planned");
@@ -146,7 +69,7 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
             "{name}"
         );
         // A second run finds nothing to do and writes nothing.
-        let h = ws.hash();
+        let h = ws.db_hash();
         let again = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
         assert_eq!(again["applied"], false, "{name}");
         assert_eq!(
@@ -157,7 +80,7 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
             0,
             "{name}: {again:#}"
         );
-        assert_eq!(ws.hash(), h, "{name}");
+        assert_eq!(ws.db_hash(), h, "{name}");
 
         // The bundles give back every row of the sessions they hold, exactly.
         let bundles = ws.bundle_paths();
@@ -190,39 +113,29 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
 #[test]
 fn a_healthy_workspace_plans_nothing_and_apply_changes_nothing() {
     let ws = Ws::copy("healthy");
-    let before = ws.hash();
+    let before = ws.db_hash();
     let o = ws.run(&["doctor", "repair", "--apply"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("plan: nothing to do"), "{out}");
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
     assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
     assert!(!ws.bundles().exists());
 }
 
 #[test]
 fn a_held_owner_lock_refuses_and_changes_nothing() {
-    use std::os::unix::fs::MetadataExt;
     let ws = Ws::copy("corrupt-ledger");
     let root = "0123456789abcdef".repeat(4);
-    let m = std::fs::metadata(ws.root()).unwrap();
-    std::fs::write(
-        ws.root().join(".maka-storage-root.json"),
-        format!(
-            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
-            m.dev(),
-            m.ino()
-        ),
-    )
-    .unwrap();
-    let before = ws.hash();
+    write_marker(&ws.root(), &root);
+    let before = ws.db_hash();
     let held = wsledger::lock::acquire(&ws.dir.path().join("control"), std::slice::from_ref(&root))
         .unwrap();
     let o = ws.run(&["doctor", "repair", "--apply"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
     assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
     assert!(!ws.bundles().exists(), "nothing created before the refusal");
     assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
     drop(held);
@@ -241,13 +154,13 @@ fn a_held_owner_lock_refuses_and_changes_nothing() {
 fn a_read_only_database_refuses_and_changes_nothing() {
     use std::os::unix::fs::PermissionsExt;
     let ws = Ws::copy("stuck-running");
-    let before = ws.hash();
+    let before = ws.db_hash();
     std::fs::set_permissions(ws.db(), std::fs::Permissions::from_mode(0o444)).unwrap();
     let o = ws.run(&["doctor", "repair", "--apply"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("read-only"), "{}", stderr(&o));
     assert!(stderr(&o).contains("hint:"));
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
     assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
 }
 
@@ -259,32 +172,9 @@ fn github_format_is_refused() {
     assert!(o.stdout.is_empty());
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
-fn integrity_ok(db: &Path) -> bool {
-    let c = rusqlite::Connection::open(db).unwrap();
-    let r: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    r == "ok"
-}
-
 #[test]
 fn a_killed_apply_leaves_the_old_the_quarantined_or_the_finished_database() {
-    let trials: u64 = if std::env::var("CI").is_ok_and(|v| v == "true") {
-        15
-    } else {
-        60
-    };
+    let trials = trials(15, 60);
     // Both steps: a damaged session to set aside, then a stuck run to finalize.
     let fixture = "corrupt-ledger";
     let args = ["doctor", "repair", "--apply", "--no-backup"];
@@ -301,25 +191,12 @@ fn a_killed_apply_leaves_the_old_the_quarantined_or_the_finished_database() {
     let full = start.elapsed();
     let finished = done.tables();
     assert!(original != quarantined && quarantined != finished);
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-        | 1;
-    let mut rng = Rng(seed);
-    let window = full.as_micros() as u64 * 12 / 10 + 1;
+    let mut killer = Killer::new(full);
+    let seed = killer.seed;
     let (mut old, mut mid, mut new) = (0, 0, 0);
     for trial in 0..trials {
         let ws = Ws::copy(fixture);
-        let mut child = ws
-            .command(&args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_micros(rng.next() % window));
-        let _ = child.kill();
-        let _ = child.wait();
+        killer.run(ws.command(&args));
         assert!(integrity_ok(&ws.db()), "trial {trial} (seed {seed})");
         let now = ws.tables();
         if now == original {
@@ -375,10 +252,10 @@ fn repair_leaves_every_broken_release_workspace_clear() {
             );
             assert_eq!(doc["after"]["startup_blocked"], false, "{name}");
             assert_eq!(doc["after"]["stuck_runs"], 0, "{name}");
-            let h = ws.hash();
+            let h = ws.db_hash();
             let again = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
             assert_eq!(again["applied"], false, "{name}");
-            assert_eq!(ws.hash(), h, "{name}");
+            assert_eq!(ws.db_hash(), h, "{name}");
         }
     }
     assert_eq!(seen, 8);
@@ -391,7 +268,7 @@ fn a_file_no_repair_may_write_is_refused_before_anything_is_created() {
     c.execute_batch("ALTER TABLE runtime_events ADD COLUMN extra TEXT")
         .unwrap();
     drop(c);
-    let before = ws.hash();
+    let before = ws.db_hash();
     let o = ws.run(&["doctor", "repair", "--apply"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
@@ -400,7 +277,7 @@ fn a_file_no_repair_may_write_is_refused_before_anything_is_created() {
         "{}",
         stderr(&o)
     );
-    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.db_hash(), before);
     assert!(!ws.bundles().exists());
     assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
 }

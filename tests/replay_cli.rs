@@ -2,9 +2,12 @@
 //! replay, read-only access through the session indexes, an edited tool projection,
 //! and output snapshots.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::{names, snapshot};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wsledger::db::session::SESSION_QUERIES;
@@ -165,21 +168,12 @@ fn sha256(p: &Path) -> String {
     hex::encode(Sha256::digest(std::fs::read(p).unwrap()))
 }
 
-fn listing(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn export_then_bundle_replays_like_the_database_and_reads_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let fixture = Path::new("fixtures/orphan-response");
     let db = fixture.join("runtime.sqlite");
-    let (hash, files) = (sha256(&db), listing(fixture));
+    let (hash, files) = (sha256(&db), names(fixture));
     let bundle = dir.path().join("orphan.json");
     let o = wsledger(&[
         "replay",
@@ -197,7 +191,7 @@ fn export_then_bundle_replays_like_the_database_and_reads_change_nothing() {
     let from_db = json_out(&o);
     // The database file and its directory are exactly as before.
     assert_eq!(sha256(&db), hash);
-    assert_eq!(listing(fixture), files);
+    assert_eq!(names(fixture), files);
 
     let o = wsledger(&[
         "replay",
@@ -422,33 +416,6 @@ fn an_edited_tool_projection_shows_exactly_that_divergence() {
     assert_eq!(d.len(), 1, "{d:#?}");
     assert_eq!(d[0]["code"], "tool_operation_missing");
     assert_eq!(d[0]["operation_id"], op.as_str());
-}
-
-/// Compares `actual` with the committed snapshot, or rewrites it when
-/// `UPDATE_SNAPSHOTS=1`.
-fn snapshot(name: &str, actual: &str) {
-    let path = Path::new("tests/snapshots").join(name);
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1)", path.display()));
-    if want != actual {
-        let line = want
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(want.lines().count().min(actual.lines().count()));
-        panic!(
-            "{} differs from the snapshot at line {}:\n  want: {:?}\n  got:  {:?}",
-            path.display(),
-            line + 1,
-            want.lines().nth(line),
-            actual.lines().nth(line)
-        );
-    }
 }
 
 #[test]

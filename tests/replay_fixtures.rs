@@ -3,6 +3,8 @@
 //! (`verdict.json`), known damage shows as the expected divergence, and a bundle
 //! replays exactly like the database.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -15,12 +17,7 @@ use wsledger::replay::{operation_ids_named, replay, Replay, SessionRows, StepBod
 use wsledger::scan::decode_row;
 
 fn fixtures() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir("fixtures")
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("verdict.json").exists())
-        .collect();
-    v.sort();
+    let v = common::real_fixtures();
     assert!(v.len() >= 11, "the real fixtures are missing");
     v
 }

@@ -9,14 +9,7 @@ use common::{copy_fixture, wsledger};
 use serde_json::Value;
 
 fn findings(ws: &std::path::Path) -> Vec<(String, Option<String>)> {
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "-w",
-        ws.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let out = wsledger(&common::scan_json_args(ws));
     assert!(out.status == 0 || out.status == 1, "{}", out.stderr);
     let doc: Value = serde_json::from_str(&out.stdout).unwrap();
     doc["findings"]

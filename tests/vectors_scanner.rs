@@ -3,8 +3,11 @@
 //!
 //! Every line is checked; the test reports every failing line by name.
 
+mod common;
+
 use std::collections::HashMap;
 
+use common::{check_vectors, open_fixture};
 use serde_json::Value;
 use wsledger::event::{
     decode_event_text, event_kind, row_identity_matches, RowIdentity, RuntimeEvent,
@@ -195,16 +198,7 @@ fn check_line(v: &Value) -> Result<(), String> {
 
 #[test]
 fn scanner_vectors() {
-    let mut failures = Vec::new();
-    let mut lines = 0;
-    for line in VECTORS.lines() {
-        lines += 1;
-        let v: Value = serde_json::from_str(line).expect("vector line is JSON");
-        let name = v["name"].as_str().unwrap_or("<unnamed>").to_owned();
-        if let Err(e) = check_line(&v) {
-            failures.push(format!("{name}: {e}"));
-        }
-    }
+    let (lines, failures) = check_vectors(VECTORS, check_line);
     assert_eq!(lines, 99, "scanner.jsonl has 99 lines");
     assert!(
         failures.is_empty(),
@@ -254,19 +248,6 @@ fn read_fixture_rows(db: &rusqlite::Connection) -> Result<FixtureRows, String> {
         }
     }
     Ok(out)
-}
-
-fn open_fixture(dir: &std::path::Path) -> Result<rusqlite::Connection, String> {
-    use rusqlite::OpenFlags;
-    let uri = format!(
-        "file:{}?mode=ro&immutable=1",
-        dir.join("runtime.sqlite").display()
-    );
-    rusqlite::Connection::open_with_flags(
-        uri,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-    )
-    .map_err(|e| e.to_string())
 }
 
 fn check_fixture(dir: &std::path::Path) -> Result<(), String> {

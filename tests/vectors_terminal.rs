@@ -3,6 +3,9 @@
 //!
 //! Every line is checked; the test reports every failing line by name.
 
+mod common;
+
+use common::{check_vectors, open_fixture};
 use serde_json::{json, Map, Value};
 use wsledger::event::{decode_event_text, RuntimeEvent};
 use wsledger::json::JsStr;
@@ -173,16 +176,7 @@ fn check_line(v: &Value) -> Result<(), String> {
 
 #[test]
 fn terminal_vectors() {
-    let mut failures = Vec::new();
-    let mut lines = 0;
-    for line in VECTORS.lines() {
-        lines += 1;
-        let v: Value = serde_json::from_str(line).expect("vector line is JSON");
-        let name = v["name"].as_str().unwrap_or("<unnamed>").to_owned();
-        if let Err(e) = check_line(&v) {
-            failures.push(format!("{name}: {e}"));
-        }
-    }
+    let (lines, failures) = check_vectors(VECTORS, check_line);
     assert_eq!(lines, 32, "terminal.jsonl has 32 lines");
     assert!(
         failures.is_empty(),
@@ -190,19 +184,6 @@ fn terminal_vectors() {
         failures.len(),
         failures.join("\n")
     );
-}
-
-fn open_fixture(dir: &std::path::Path) -> Result<rusqlite::Connection, String> {
-    use rusqlite::OpenFlags;
-    let uri = format!(
-        "file:{}?mode=ro&immutable=1",
-        dir.join("runtime.sqlite").display()
-    );
-    rusqlite::Connection::open_with_flags(
-        uri,
-        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-    )
-    .map_err(|e| e.to_string())
 }
 
 /// The run as Maka reads it: immutable rows in `event_seq` order, then its partial

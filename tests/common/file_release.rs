@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use rusqlite::Connection;
 use serde_json::Value;
 
+use super::Ws;
+
 /// Tables whose rows are the release's own, not transplanted: the registry and
 /// capability rows are written from the dump, the catalog projections by the
 /// release's own triggers as the session rows go in.
@@ -22,26 +24,7 @@ const NOT_COPIED: &[&str] = &[
     "session_catalog_label_projection",
 ];
 
-/// A built workspace in a temporary directory.
-pub struct FileReleaseWs {
-    pub dir: tempfile::TempDir,
-}
-
-impl FileReleaseWs {
-    /// The workspace root (the database and `sessions/`).
-    pub fn root(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-
-    pub fn db(&self) -> PathBuf {
-        self.root().join("runtime.sqlite")
-    }
-
-    /// Maka's control namespace for this test.
-    pub fn control(&self) -> PathBuf {
-        self.dir.path().join("control")
-    }
-
+impl Ws {
     pub fn transcript(&self, session: &str) -> PathBuf {
         self.root()
             .join("sessions")
@@ -62,12 +45,6 @@ impl FileReleaseWs {
                 self.control().to_str().unwrap(),
             )],
         )
-    }
-
-    pub fn conn(&self) -> Connection {
-        let c = Connection::open(self.db()).unwrap();
-        c.pragma_update(None, "foreign_keys", true).unwrap();
-        c
     }
 }
 
@@ -183,13 +160,9 @@ pub fn empty_release_db(db: &Path, tag: &str) -> (Connection, Value) {
 /// v0.1.3), the transcripts become session files. `without_failed_turn_state`:
 /// a `(session, turn)` whose `failed` turn_state record is left out of its transcript
 /// (as if the process died before writing it), so a recovery must append one.
-pub fn build(
-    tag: &str,
-    fixture: &str,
-    without_failed_turn_state: Option<(&str, &str)>,
-) -> FileReleaseWs {
+pub fn build(tag: &str, fixture: &str, without_failed_turn_state: Option<(&str, &str)>) -> Ws {
     let dir = tempfile::tempdir().unwrap();
-    let ws = FileReleaseWs { dir };
+    let ws = Ws { dir };
     std::fs::create_dir_all(ws.root()).unwrap();
     let (c, dump) = empty_release_db(&ws.db(), tag);
     // Rows go in table by table, parents not always first.

@@ -1,4 +1,5 @@
-//! Shared helpers for the CLI tests: run the built binary with a clean environment.
+//! Helpers shared by the tests: run the built binary with a clean environment, copy
+//! fixtures, compare files and outputs. Each helper lives here once.
 
 #![allow(dead_code)]
 
@@ -31,6 +32,61 @@ pub fn wsledger_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
         stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
+}
+
+/// Runs `check` on every line of a JSONL vector file: the number of lines, and a
+/// failure for each failing line, named by its vector's `name`.
+pub fn check_vectors(
+    text: &str,
+    check: impl Fn(&serde_json::Value) -> Result<(), String>,
+) -> (usize, Vec<String>) {
+    let mut failures = Vec::new();
+    let mut lines = 0;
+    for line in text.lines() {
+        lines += 1;
+        let v: serde_json::Value = serde_json::from_str(line).expect("vector line is JSON");
+        let name = v["name"].as_str().unwrap_or("<unnamed>").to_owned();
+        if let Err(e) = check(&v) {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    (lines, failures)
+}
+
+/// A fixture workspace's database, read-only and immutable.
+pub fn open_fixture(dir: &Path) -> Result<rusqlite::Connection, String> {
+    use rusqlite::OpenFlags;
+    let uri = format!(
+        "file:{}?mode=ro&immutable=1",
+        dir.join("runtime.sqlite").display()
+    );
+    rusqlite::Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// The codes of a scan report's findings, in order.
+pub fn finding_codes(doc: &serde_json::Value) -> Vec<&str> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect()
+}
+
+/// `doctor scan --format json -w <ws>`.
+pub fn scan_json_args(ws: &Path) -> [&str; 6] {
+    [
+        "doctor",
+        "scan",
+        "--format",
+        "json",
+        "-w",
+        ws.to_str().unwrap(),
+    ]
 }
 
 /// Every real fixture workspace directory.
@@ -68,4 +124,88 @@ pub fn file_hash(p: &Path) -> String {
     }
 }
 
+/// The path of a database's `-wal`.
+pub fn wal(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push("-wal");
+    PathBuf::from(s)
+}
+
+/// The names in a directory, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// SQLite's `PRAGMA integrity_check` passes.
+pub fn integrity_ok(db: &Path) -> bool {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let r: String = c
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    r == "ok"
+}
+
+/// A command's stderr, as text.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The JSON on stdout of a command that succeeded.
+pub fn json_of(o: &std::process::Output) -> serde_json::Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Writes Maka's storage-root marker into `dir` (a workspace directory).
+pub fn write_marker(dir: &Path, root_id: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(dir).unwrap();
+    std::fs::write(
+        dir.join(".maka-storage-root.json"),
+        format!(
+            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root_id}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
+            m.dev(),
+            m.ino()
+        ),
+    )
+    .unwrap();
+}
+
+/// Compares `actual` with the committed snapshot `tests/snapshots/<name>`, or rewrites
+/// it when `UPDATE_SNAPSHOTS=1`.
+pub fn snapshot(name: &str, actual: &str) {
+    let path = Path::new("tests/snapshots").join(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_SNAPSHOTS=1)", path.display()));
+    if want != actual {
+        let line = want
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(actual.lines().count()));
+        panic!(
+            "{} differs from the snapshot at line {}:\n  want: {:?}\n  got:  {:?}",
+            path.display(),
+            line + 1,
+            want.lines().nth(line),
+            actual.lines().nth(line)
+        );
+    }
+}
+
+pub mod crash;
 pub mod file_release;
+pub mod finalize;
+pub mod ws;
+
+pub use ws::Ws;

@@ -12,6 +12,9 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+use crate::common::wal;
+use crate::common::write_marker;
+
 /// A non-tool model text event of `fixtures/healthy` (run `23025bd1…`).
 pub const TARGET: &str = "df55366f-acd6-4aa5-834f-ef842a20ec38";
 /// The session and run of [`TARGET`].
@@ -197,12 +200,6 @@ impl Built {
         self.timeout = Duration::from_secs(180);
         self
     }
-}
-
-pub fn wal(db: &Path) -> PathBuf {
-    let mut s = db.as_os_str().to_owned();
-    s.push("-wal");
-    PathBuf::from(s)
 }
 
 pub fn shm(db: &Path) -> PathBuf {
@@ -1384,21 +1381,6 @@ pub fn stuck_run_symlink_into_a_read_only_directory() -> Built {
     b.watch = vec![db.clone(), wal(&db)];
     b.dirs = vec![real, other];
     b
-}
-
-/// Writes Maka's storage-root marker beside a database.
-fn write_marker(dir: &Path, root_id: &str) {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(dir).unwrap();
-    std::fs::write(
-        dir.join(".maka-storage-root.json"),
-        format!(
-            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root_id}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
-            m.dev(),
-            m.ino()
-        ),
-    )
-    .unwrap();
 }
 
 /// Maka runs on the workspace (it holds the owner lock named by the marker beside

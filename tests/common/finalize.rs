@@ -1,64 +1,26 @@
-//! Helpers shared by the finalize-runs tests: fixture copies, running the binary,
-//! and comparing databases. Fixtures are always copied; nothing writes `fixtures/`.
-#![allow(dead_code)]
+//! Helpers shared by the finalize-runs tests: running the binary on a [`Ws`] and
+//! comparing databases.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use rusqlite::Connection;
-use sha2::{Digest, Sha256};
 use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::scan::ScanReport;
 
-/// A private copy of a fixture workspace (only `runtime.sqlite`).
-pub struct Ws {
-    pub dir: tempfile::TempDir,
-}
+pub use super::ws::Ws;
 
 impl Ws {
-    pub fn copy(name: &str) -> Ws {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = dir.path().join("ws");
-        std::fs::create_dir(&ws).unwrap();
-        std::fs::copy(
-            Path::new("fixtures").join(name).join("runtime.sqlite"),
-            ws.join("runtime.sqlite"),
-        )
-        .unwrap();
-        Ws { dir }
-    }
-
-    /// The workspace directory.
-    pub fn root(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-
-    pub fn db(&self) -> PathBuf {
-        self.root().join("runtime.sqlite")
-    }
-
-    /// Maka's control namespace for this test.
-    pub fn control(&self) -> PathBuf {
-        self.dir.path().join("control")
-    }
-
-    /// A read-write connection for setting up a scenario.
-    pub fn conn(&self) -> Connection {
-        let c = Connection::open(self.db()).unwrap();
-        c.pragma_update(None, "foreign_keys", true).unwrap();
-        c
-    }
-
     /// Runs `wsledger doctor finalize-runs -w <ws> <args>`.
     pub fn finalize(&self, args: &[&str]) -> Output {
         self.finalize_env(args, &[])
     }
 
     pub fn finalize_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
-        self.command(args, env).output().unwrap()
+        self.finalize_command(args, env).output().unwrap()
     }
 
-    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+    pub fn finalize_command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_wsledger"));
         c.args(["doctor", "finalize-runs", "--workspace"])
             .arg(self.root())
@@ -83,17 +45,6 @@ impl Ws {
         scan_path(&self.db(), all, &mut |_, _| {}).unwrap()
     }
 
-    /// SHA-256 of the database file and of its `-wal` if any.
-    pub fn hash(&self) -> String {
-        let mut h = Sha256::new();
-        h.update(std::fs::read(self.db()).unwrap());
-        if let Ok(w) = std::fs::read(wal(&self.db())) {
-            h.update(b"wal");
-            h.update(w);
-        }
-        hex::encode(h.finalize())
-    }
-
     /// Every row of the tables finalize may write, as text, in a fixed order.
     pub fn dump(&self) -> Vec<String> {
         dump(&self.db())
@@ -102,12 +53,6 @@ impl Ws {
     pub fn schema(&self) -> Vec<String> {
         schema(&self.db())
     }
-}
-
-pub fn wal(db: &Path) -> PathBuf {
-    let mut s = db.as_os_str().to_owned();
-    s.push("-wal");
-    PathBuf::from(s)
 }
 
 /// Tables a finalize may write, with their ordering.
@@ -176,14 +121,6 @@ pub fn schema(db: &Path) -> Vec<String> {
     rows.collect::<Result<_, _>>().unwrap()
 }
 
-pub fn integrity_ok(db: &Path) -> bool {
-    let c = Connection::open(db).unwrap();
-    let r: String = c
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    r == "ok"
-}
-
 pub fn stdout_json(o: &Output) -> serde_json::Value {
     assert!(
         o.status.success() || o.status.code() == Some(1),
@@ -197,10 +134,6 @@ pub fn stdout_json(o: &Output) -> serde_json::Value {
             String::from_utf8_lossy(&o.stdout)
         )
     })
-}
-
-pub fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Finding identities `(code, session, run, event, operation, tool call)`, sorted.
