@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use finalize_support::*;
 use wsledger::db::write::{ApplyOptions, WriteError, Writer};
-use wsledger::doctor::plan_finalize;
+use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
 
 const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use rusqlite::Connection;
 use serde_json::Value;
 use wsledger::db::write::{ApplyOptions, Writer};
-use wsledger::doctor::plan_finalize;
+use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
 
 /// The session of `fixtures/stuck-running` whose run is stuck.

@@ -12,8 +12,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wsledger::bundle::{Bundle, Cell};
 use wsledger::db::Workspace;
-use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::quarantine::startup_blockers;
+use wsledger::scan::{scan_path, ScanOptions};
 
 const NOW: &str = "1800000000000";
 

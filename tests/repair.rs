@@ -12,9 +12,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wsledger::bundle::Cell;
 use wsledger::db::Workspace;
-use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::quarantine::startup_blockers;
 use wsledger::scan::runs::RunState;
+use wsledger::scan::{scan_path, ScanOptions};
 
 const NOW: &str = "1800000000000";
 

@@ -7,8 +7,8 @@ use std::process::{Command, Output};
 
 use rusqlite::Connection;
 use sha2::{Digest, Sha256};
-use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::scan::ScanReport;
+use wsledger::scan::{scan_path, ScanOptions};
 
 /// A private copy of a fixture workspace (only `runtime.sqlite`).
 pub struct Ws {
