@@ -8,7 +8,7 @@ use crate::diagnosis::{align_hints, diagnose_workspace, Diagnosis};
 use crate::error::UserError;
 use crate::expect::{compare, ExpectFile, ExpectationsReport};
 use crate::findings::Severity;
-use crate::scan::{scan_workspace, ScanOptions, ScanReport};
+use crate::scan::{scan_workspace, ScanOptions, ScanReport, Threads};
 
 /// One workspace's scan with what `doctor scan` adds to it.
 #[derive(Clone, Debug)]
@@ -54,6 +54,25 @@ pub type CheckResult = (Result<(Checkup, bool), UserError>, Vec<String>);
 /// The machine's cores.
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// The scan's options for `workspaces` workspaces, with `--integrity`, and with a
+/// progress bar (`shown`) or without.
+pub fn scan_options(workspaces: usize, integrity: bool, shown: bool) -> ScanOptions {
+    ScanOptions {
+        integrity,
+        all_runs: false,
+        no_total: !shown,
+        // Several workspaces are scanned in parallel, one per core (results keep the
+        // argument order); a scan keeps two threads busy, so when the workspaces
+        // already take the cores each is scanned on one.
+        threads: if workspaces > 1 && workspaces * 2 > cores() {
+            Threads::One
+        } else {
+            Threads::Auto
+        },
+        rules: None,
+    }
 }
 
 /// Scans every input, on up to one thread per core; results in input order, each with

@@ -9,7 +9,6 @@ use crate::checkup::{self, Checkup, Input, Request};
 use crate::findings::Severity;
 use crate::report::scan::{many_json, render_checkup, render_many_summary};
 use crate::report::Format;
-use crate::scan::{ScanOptions, Threads};
 
 /// `--min-severity` / `--fail-on`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -131,20 +130,7 @@ pub fn run(
         write_expect: args.write_expect.clone(),
         baseline: args.baseline.clone(),
     };
-    let opts = ScanOptions {
-        integrity: args.integrity,
-        all_runs: false,
-        no_total: !printer.progress,
-        // Several workspaces are scanned in parallel, one per core (results keep the
-        // argument order); a scan keeps two threads busy, so when the workspaces
-        // already take the cores each is scanned on one.
-        threads: if inputs.len() > 1 && inputs.len() * 2 > checkup::cores() {
-            Threads::One
-        } else {
-            Threads::Auto
-        },
-        rules: None,
-    };
+    let opts = checkup::scan_options(inputs.len(), args.integrity, printer.progress);
     let multi = (printer.progress && inputs.len() > 1).then(indicatif::MultiProgress::new);
     let bar = |_: usize| -> Option<indicatif::ProgressBar> {
         if !printer.progress {
