@@ -277,7 +277,8 @@ fn wal_commit_frames(db: &Path) -> Result<u64> {
 /// owner lock to take.
 fn finalize_phases(db: &Path) -> Result<Value> {
     use wsledger::db::write::{ApplyOptions, Writer};
-    use wsledger::doctor::{plan_finalize, scan_path, ScanOptions};
+    use wsledger::finalize::plan_finalize;
+    use wsledger::scan::{scan_path, ScanOptions};
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)?
         .as_millis() as i64;

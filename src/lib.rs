@@ -1,25 +1,36 @@
 //! wsledger: doctor and replay tool for the workspace database of the Apache Maka agent
 //! runtime.
 //!
-//! Layers (the import graph is the architecture):
-//! - `json`, `args_hash`, `event`, `ledger`: the pure core. Values in, values out; no
-//!   I/O, no clock, no environment.
-//! - `finalize`: the finalize-runs planner, also pure (rows in, a plan out).
-//! - `diagnosis`: causes of stuck runs, damaged sessions and the ordered remedy, also
-//!   pure (the scan, the finalize plan and a few rows in, a diagnosis out).
+//! Layers (the import graph is the architecture; no circle between rooms):
+//! - `json`, `args_hash`, `event`, `ledger`, `header`, `session_header`: the pure core.
+//!   Values in, values out; no I/O, no clock, no environment.
 //! - `db`: the only module that names SQL (and the only writer, `db::write`).
-//! - `lock`: Maka's owner lock (`unsafe` for `fcntl`/`getpwuid_r`; the only other
-//!   `unsafe` is one line of `db::rows`, ASCII bytes taken as text, and `background`'s
-//!   `setpriority`, which lowers a thread's scheduling priority).
-//! - `report`: renders values; `cli`: parses arguments and orchestrates.
+//! - `release`: the catalog of Maka generations and their rule switches.
+//! - `scan`: the walk of the ledger (`scan::pipeline`: its threads and queues), runs,
+//!   start-up blockers and the upgrade preview (`scan::release`).
+//! - One room per capability, each a pure plan plus one `run`/`apply` owning the order
+//!   of its steps: `finalize`, `quarantine` (with `restore`), `repair`, `diagnosis`,
+//!   `replay`, `info`, `checkup` (`doctor scan`: the scan, its diagnosis and
+//!   expectations, composed).
+//! - `apply`: the one scaffold every writing command goes through (owner lock and
+//!   open-file check, backup, one `BEGIN IMMEDIATE` transaction, rescan).
+//! - `lock`: Maka's owner lock and the open-file probe (`unsafe` for
+//!   `fcntl`/`getpwuid_r`; the only other `unsafe` is one line of `db::rows`, ASCII
+//!   bytes taken as text, and `background`'s `setpriority`, which lowers a thread's
+//!   scheduling priority).
+//! - `bundle` (the session bundle format), `findings`, `expect`, `error` (the error a
+//!   user sees), `notes` (what a command says on stderr): small shared values.
+//! - `report`: renders values; `cli`: parses arguments, calls one room, prints.
 
+pub mod apply;
 pub mod args_hash;
 pub mod background;
 pub mod bundle;
+pub mod checkup;
 pub mod cli;
 pub mod db;
 pub mod diagnosis;
-pub mod doctor;
+pub mod error;
 pub mod event;
 pub mod expect;
 pub mod fast_hash;
@@ -29,14 +40,18 @@ pub mod findings;
 mod fixture_dbs;
 pub mod hash128;
 pub mod header;
+pub mod info;
 pub mod json;
 pub mod ledger;
 pub mod lock;
 #[cfg(test)]
 mod mutate;
+pub mod notes;
 pub mod quarantine;
 pub mod release;
+pub mod repair;
 pub mod replay;
 pub mod report;
+pub mod sanitize;
 pub mod scan;
 pub mod session_header;

@@ -490,6 +490,46 @@ pub fn open_lock_file(path: &Path) -> std::io::Result<File> {
     o.open(path)
 }
 
+/// Who else has `db` open (see [`OpenProbe`]).
+pub fn probe_open(db: &Path) -> Result<Option<OpenBy>, String> {
+    OpenProbe::new(db)
+        .held_by_other()
+        .map_err(|e| e.to_string())
+}
+
+/// Maka's owner lock of `db`, probed, never taken: `held`, `free`, `no_root` or
+/// `unknown`, the lock files, and why it is unknown.
+pub fn probe_owner_lock(db: &Path, binding: Option<&str>) -> (String, Vec<String>, Option<String>) {
+    let roots = match root_ids(db, binding) {
+        Ok(r) => r,
+        Err(e) => return ("unknown".into(), Vec::new(), Some(e.to_string())),
+    };
+    if roots.ids.is_empty() {
+        return ("no_root".into(), Vec::new(), None);
+    }
+    let ns = match namespace() {
+        Ok(n) => n,
+        Err(e) => return ("unknown".into(), Vec::new(), Some(e.to_string())),
+    };
+    let paths: Vec<std::path::PathBuf> = roots.ids.iter().map(|id| lock_path(&ns, id)).collect();
+    let mut held = false;
+    for p in &paths {
+        match probe_held(p) {
+            Ok(h) => held |= h,
+            Err(e) => {
+                let shown = paths.iter().map(|p| p.display().to_string()).collect();
+                return (
+                    "unknown".into(),
+                    shown,
+                    Some(format!("{}: {e}", p.display())),
+                );
+            }
+        }
+    }
+    let shown = paths.iter().map(|p| p.display().to_string()).collect();
+    (if held { "held" } else { "free" }.into(), shown, None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use common::crash::{trials, Killer};
 use common::finalize::*;
 use common::{integrity_ok, stderr, write_marker};
 use wsledger::db::write::{ApplyOptions, WriteError, Writer};
-use wsledger::doctor::plan_finalize;
+use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
 
 const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";

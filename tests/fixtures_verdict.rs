@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::scan::runs::RunState;
+use wsledger::scan::{scan_path, ScanOptions};
 
 /// Every real workspace: main's (`fixtures/<scenario>`) and the released builds'
 /// (`fixtures/releases/<tag>/<scenario>`, copied from `../shared/maka-releases`).

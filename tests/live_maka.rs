@@ -22,7 +22,7 @@ use common::{names, wal, write_marker};
 use rusqlite::Connection;
 use serde_json::Value;
 use wsledger::db::write::{ApplyOptions, Writer};
-use wsledger::doctor::plan_finalize;
+use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
 
 /// The session of `fixtures/stuck-running` whose run is stuck.

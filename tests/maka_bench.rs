@@ -9,7 +9,7 @@
 mod maka_bench;
 
 use serde_json::Value;
-use wsledger::doctor::{scan_path, ScanOptions};
+use wsledger::scan::{scan_path, ScanOptions};
 
 #[test]
 fn the_bench_workspace_scans_to_makas_verdict() {
@@ -139,8 +139,8 @@ fn the_bench_workspace_diagnosis_counts_what_quarantine_moves() {
         return;
     };
     let (diagnosis, want) = wsledger::db::Workspace::read(&db, |ws| {
-        let report = wsledger::doctor::scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
-        let (d, _) = wsledger::doctor::diagnose_workspace(ws, &report, "bench")?;
+        let report = wsledger::scan::scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let (d, _) = wsledger::diagnosis::diagnose_workspace(ws, &report, "bench")?;
         let mut want = std::collections::BTreeMap::new();
         for s in &d.damaged_sessions {
             let rows: std::collections::BTreeMap<String, usize> = ws

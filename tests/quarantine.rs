@@ -15,8 +15,8 @@ use common::{integrity_ok, json_of, stderr, write_marker, Ws};
 use serde_json::Value;
 use wsledger::bundle::Bundle;
 use wsledger::db::Workspace;
-use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::quarantine::startup_blockers;
+use wsledger::scan::{scan_path, ScanOptions};
 
 fn damaged_fixtures() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir("fixtures")

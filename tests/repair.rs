@@ -11,9 +11,9 @@ use std::time::Instant;
 use common::crash::{trials, Killer};
 use common::{integrity_ok, json_of, stderr, write_marker, Ws};
 use wsledger::db::Workspace;
-use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::quarantine::startup_blockers;
 use wsledger::scan::runs::RunState;
+use wsledger::scan::{scan_path, ScanOptions};
 
 /// Every bundled real workspace that is damaged or has a stuck run.
 fn broken_fixtures() -> Vec<String> {

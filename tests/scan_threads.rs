@@ -13,7 +13,7 @@ mod maka_bench;
 
 use std::path::{Path, PathBuf};
 
-use wsledger::doctor::{scan_path, ScanOptions, Threads};
+use wsledger::scan::{scan_path, ScanOptions, Threads};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -270,13 +270,13 @@ fn the_diagnosis_counts_each_damaged_session_as_quarantine_reads_it() {
     let dir = tempfile::tempdir().unwrap();
     let db = generate(dir.path(), "healthy", 3000);
     let (sessions, checked) = wsledger::db::Workspace::read(&db, |ws| {
-        let report = wsledger::doctor::scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let report = wsledger::scan::scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
         // The journal's rows reached through an event are counted from the scan's hashes.
         assert!(
             report.journal_refs.is_some(),
             "the scan gathered no journal hashes"
         );
-        let (d, _) = wsledger::doctor::diagnose_workspace(ws, &report, "generated")?;
+        let (d, _) = wsledger::diagnosis::diagnose_workspace(ws, &report, "generated")?;
         let mut checked = 0;
         for s in &d.damaged_sessions {
             let want: std::collections::BTreeMap<String, usize> = ws

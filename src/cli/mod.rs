@@ -30,29 +30,7 @@ pub enum ExitStatus {
 }
 
 /// An error the user can act on: one `error:` line and one `hint:` line.
-#[derive(Debug)]
-pub struct CliError {
-    pub message: String,
-    pub hint: String,
-}
-
-impl CliError {
-    pub fn new(message: impl Into<String>, hint: impl Into<String>) -> CliError {
-        CliError {
-            message: message.into(),
-            hint: hint.into(),
-        }
-    }
-}
-
-impl From<crate::db::DbError> for CliError {
-    fn from(e: crate::db::DbError) -> Self {
-        CliError {
-            hint: e.hint(),
-            message: e.to_string(),
-        }
-    }
-}
+pub use crate::error::UserError as CliError;
 
 const AFTER_HELP: &str = "\
 Exit status:
@@ -217,13 +195,43 @@ pub(crate) fn plan_format(global: &GlobalArgs) -> Result<crate::report::Format, 
     }
 }
 
-/// The refusal of a repair on a file whose schema no repair may write (`why`: what
-/// `db::write::write_basis` found), before anything is created.
-pub(crate) fn schema_refusal(db: &std::path::Path, why: &str) -> CliError {
-    CliError::new(
-        format!("`{}` cannot be repaired in its schema: {why}", db.display()),
-        crate::db::write::SCHEMA_REFUSAL_HINT,
-    )
+/// Pins "now" (ms since the epoch) for `--older-than` and the backup name (tests).
+pub const NOW_ENV: &str = "WSLEDGER_NOW_MS";
+
+/// "Now" in milliseconds since the epoch (pinned by `WSLEDGER_NOW_MS` in tests).
+pub(crate) fn now_ms() -> Result<i64, CliError> {
+    if let Some(v) = std::env::var(NOW_ENV).ok().filter(|v| !v.trim().is_empty()) {
+        return v.trim().parse().map_err(|_| {
+            CliError::new(
+                format!("{NOW_ENV}=`{v}` is not a number of milliseconds"),
+                format!("unset {NOW_ENV}"),
+            )
+        });
+    }
+    Ok(std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64))
+}
+
+/// What every command that prints a plan starts from: its `--format`, the database,
+/// and "now" (in that order: the first that fails is the error).
+pub(crate) fn plan_command(
+    global: &GlobalArgs,
+) -> Result<(crate::report::Format, PathBuf, i64), CliError> {
+    let format = plan_format(global)?;
+    let db = workspace::database_path(global.workspace()?)?;
+    Ok((format, db, now_ms()?))
+}
+
+/// The end of a command's output: a closed pipe (`| head`) is not an error.
+pub(crate) fn output(res: std::io::Result<()>) -> Result<(), CliError> {
+    match res {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            format!("writing output: {e}"),
+            "check that stdout is writable",
+        )),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -98,3 +98,13 @@ impl Printer {
         }
     }
 }
+
+impl crate::notes::Notes for Printer {
+    fn note(&mut self, msg: &str) {
+        Printer::note(self, msg)
+    }
+
+    fn warn(&mut self, msg: &str) {
+        Printer::warn(self, msg)
+    }
+}

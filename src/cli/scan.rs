@@ -3,16 +3,12 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use serde_json::json;
 
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
-use crate::diagnosis::align_hints;
-use crate::doctor::{diagnose_workspace, scan_workspace, ScanOptions, Threads};
-use crate::expect::{compare, ExpectFile, ExpectationsReport};
+use crate::checkup::{self, Checkup, Input, Request};
 use crate::findings::Severity;
-use crate::report::scan::{render_scan, scan_json};
+use crate::report::scan::{many_json, render_checkup, render_many_summary};
 use crate::report::Format;
-use crate::scan::ScanReport;
 
 /// `--min-severity` / `--fail-on`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -75,7 +71,29 @@ pub struct ScanArgs {
 
 struct Outcome {
     path: String,
-    result: Result<(ScanReport, ExitStatus), CliError>,
+    result: Result<(Checkup, bool), CliError>,
+}
+
+/// A progress bar on stderr.
+struct Bar(indicatif::ProgressBar);
+
+impl checkup::Progress for Bar {
+    fn show(&self, done: u64, total: u64) {
+        self.0.set_length(total);
+        self.0.set_position(done);
+    }
+
+    fn finish(self) {
+        self.0.finish_and_clear();
+    }
+}
+
+fn status_of(found: bool) -> ExitStatus {
+    if found {
+        ExitStatus::Findings
+    } else {
+        ExitStatus::Success
+    }
 }
 
 pub fn run(
@@ -102,20 +120,17 @@ pub fn run(
     if inputs.is_empty() {
         inputs.push(None);
     }
-    let opts = ScanOptions {
-        integrity: args.integrity,
-        all_runs: false,
-        no_total: !printer.progress,
-        // Several workspaces are scanned in parallel, one per core (results keep the
-        // argument order); a scan keeps two threads busy, so when the workspaces
-        // already take the cores each is scanned on one.
-        threads: if inputs.len() > 1 && inputs.len() * 2 > cores() {
-            Threads::One
-        } else {
-            Threads::Auto
-        },
-        rules: None,
+    let req = Request {
+        session: args.session.clone(),
+        run: args.run.clone(),
+        min_severity: args.min_severity.into(),
+        fail_on: args.fail_on.into(),
+        expect: args.expect.clone(),
+        expect_beside: args.expect_beside,
+        write_expect: args.write_expect.clone(),
+        baseline: args.baseline.clone(),
     };
+    let opts = checkup::scan_options(inputs.len(), args.integrity, printer.progress);
     let multi = (printer.progress && inputs.len() > 1).then(indicatif::MultiProgress::new);
     let bar = |_: usize| -> Option<indicatif::ProgressBar> {
         if !printer.progress {
@@ -136,8 +151,12 @@ pub fn run(
             }
         }
     };
-    let bars: Vec<Option<indicatif::ProgressBar>> = (0..inputs.len()).map(bar).collect();
-    let results = scan_all(&inputs, opts, args, bars);
+    let bars: Vec<Option<Bar>> = (0..inputs.len()).map(|i| bar(i).map(Bar)).collect();
+    let resolved: Vec<Input> = inputs
+        .iter()
+        .map(|i| (i.clone(), workspace::database_path(i.as_deref())))
+        .collect();
+    let results = checkup::check_all(&resolved, opts, &req, bars);
     let mut outcomes = Vec::new();
     for (input, (result, notes)) in inputs.iter().zip(results) {
         for n in notes {
@@ -158,206 +177,12 @@ pub fn run(
     }
     if outcomes.len() == 1 {
         let o = outcomes.pop().expect("one outcome");
-        let (report, status) = o.result?;
+        let (c, found) = o.result?;
         let opts = printer.render_opts();
-        render_scan(printer.out(), &report, &o.path, format, &opts).map_err(io_err)?;
-        return Ok(status);
+        render_checkup(printer.out(), &c, &o.path, format, &opts).map_err(io_err)?;
+        return Ok(status_of(found));
     }
     render_many(outcomes, format, printer)
-}
-
-type ScanResult = (Result<(ScanReport, ExitStatus), CliError>, Vec<String>);
-
-/// Scans every input, on up to one thread per core; results in input order, each with
-/// the notes to print.
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-fn scan_all(
-    inputs: &[Option<PathBuf>],
-    opts: ScanOptions,
-    args: &ScanArgs,
-    bars: Vec<Option<indicatif::ProgressBar>>,
-) -> Vec<ScanResult> {
-    let run = |i: usize, bar: Option<indicatif::ProgressBar>| -> ScanResult {
-        let mut notes = Vec::new();
-        let r = scan_one(inputs[i].as_deref(), opts, args, bar, &mut notes);
-        (r, notes)
-    };
-    let threads = cores().min(inputs.len());
-    if threads <= 1 {
-        return bars
-            .into_iter()
-            .enumerate()
-            .map(|(i, b)| run(i, b))
-            .collect();
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let bars: Vec<std::sync::Mutex<Option<indicatif::ProgressBar>>> =
-        bars.into_iter().map(std::sync::Mutex::new).collect();
-    let slots: Vec<std::sync::Mutex<Option<ScanResult>>> =
-        inputs.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= inputs.len() {
-                    break;
-                }
-                let bar = bars[i].lock().map(|mut b| b.take()).unwrap_or(None);
-                let r = run(i, bar);
-                if let Ok(mut slot) = slots[i].lock() {
-                    *slot = Some(r);
-                }
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .map(|m| {
-            m.into_inner().ok().flatten().unwrap_or_else(|| {
-                (
-                    Err(CliError::new(
-                        "the scan of this workspace stopped unexpectedly",
-                        "run it again on its own",
-                    )),
-                    Vec::new(),
-                )
-            })
-        })
-        .collect()
-}
-
-fn scan_one(
-    input: Option<&std::path::Path>,
-    opts: ScanOptions,
-    args: &ScanArgs,
-    bar: Option<indicatif::ProgressBar>,
-    notes: &mut Vec<String>,
-) -> Result<(ScanReport, ExitStatus), CliError> {
-    let db = workspace::database_path(input)?;
-    let mut progress = |done: u64, total: u64| {
-        if let Some(b) = &bar {
-            b.set_length(total);
-            b.set_position(done);
-        }
-    };
-    let shown = input.map_or_else(|| db.display().to_string(), |p| p.display().to_string());
-    // The scan and the diagnosis's reads at one snapshot.
-    let result = crate::db::Workspace::read(&db, |ws| {
-        let mut report = scan_workspace(ws, opts, &mut progress)?;
-        // The diagnosis covers the whole file, as the gate does, whatever the filters.
-        let (d, finalize) = diagnose_workspace(ws, &report, &shown)?;
-        align_hints(&mut report.findings, &d, &finalize);
-        report.diagnosis = Some(d);
-        Ok(report)
-    });
-    if let Some(b) = bar {
-        b.finish_and_clear();
-    }
-    let mut report = result?;
-    filter(&mut report, args);
-    let fail_on: Severity = args.fail_on.into();
-    let mut status = if report.findings.iter().any(|f| f.severity >= fail_on) {
-        ExitStatus::Findings
-    } else {
-        ExitStatus::Success
-    };
-    if let Some(path) = &args.write_expect {
-        let text = ExpectFile::from_findings(&report.findings).to_text();
-        std::fs::write(path, text).map_err(|e| {
-            CliError::new(
-                format!("cannot write expectations file `{}`: {e}", path.display()),
-                "check that the directory exists and is writable",
-            )
-        })?;
-        notes.push(format!(
-            "wrote {} expected finding(s) to {}",
-            report.findings.len(),
-            path.display()
-        ));
-        status = ExitStatus::Success;
-    }
-    let source = match (&args.expect, args.expect_beside, &args.baseline) {
-        (Some(f), _, _) => Some((f.clone(), "expect")),
-        (None, true, _) => Some((beside(input, &db), "expect")),
-        (None, false, Some(f)) => Some((f.clone(), "baseline")),
-        _ => None,
-    };
-    if let Some((file, mode)) = source {
-        let text = std::fs::read_to_string(&file).map_err(|e| {
-            CliError::new(
-                format!("cannot read expectations file `{}`: {e}", file.display()),
-                "create it with `wsledger doctor scan --write-expect FILE`",
-            )
-        })?;
-        let expected = ExpectFile::parse(&text).map_err(|e| {
-            CliError::new(
-                format!(
-                    "`{}` is not a wsledger expectations file: {e}",
-                    file.display()
-                ),
-                "regenerate it with `wsledger doctor scan --write-expect FILE`",
-            )
-        })?;
-        let cmp = compare(&report.findings, &expected.findings);
-        // With expectations the comparison alone decides the status.
-        let matched = if mode == "baseline" {
-            cmp.new.is_empty()
-        } else {
-            cmp.matches()
-        };
-        status = if matched {
-            ExitStatus::Success
-        } else {
-            ExitStatus::Findings
-        };
-        report.expectations = Some(ExpectationsReport {
-            file: file.display().to_string(),
-            mode,
-            matched,
-            missing: if mode == "baseline" {
-                Vec::new()
-            } else {
-                cmp.missing
-            },
-            new: cmp.new,
-        });
-    }
-    let min: Severity = args.min_severity.into();
-    report.findings.retain(|f| f.severity >= min);
-    report.recount();
-    Ok((report, status))
-}
-
-/// `<workspace>/wsledger-expect.json`: beside the database when a file was named.
-fn beside(input: Option<&std::path::Path>, db: &std::path::Path) -> PathBuf {
-    let dir = match input {
-        Some(p) if p.is_dir() => p.to_path_buf(),
-        _ => db
-            .parent()
-            .map(std::path::Path::to_path_buf)
-            .unwrap_or_default(),
-    };
-    dir.join("wsledger-expect.json")
-}
-
-/// Keeps the findings of `--session` / `--run` (the gate stays workspace-wide).
-fn filter(report: &mut ScanReport, args: &ScanArgs) {
-    if let Some(s) = &args.session {
-        report
-            .findings
-            .retain(|f| f.session_id.as_deref() == Some(s.as_str()));
-        report.supersession.retain(|g| g.session_id == *s);
-    }
-    if let Some(r) = &args.run {
-        report
-            .findings
-            .retain(|f| f.run_id.as_deref() == Some(r.as_str()));
-        report.supersession.retain(|g| g.run_id == *r);
-    }
-    report.recount();
 }
 
 fn io_err(e: std::io::Error) -> CliError {
@@ -376,72 +201,44 @@ fn render_many(
     for o in &outcomes {
         match &o.result {
             Err(_) => status = ExitStatus::Error,
-            Ok((_, ExitStatus::Findings)) if status == ExitStatus::Success => {
-                status = ExitStatus::Findings
-            }
+            Ok((_, true)) if status == ExitStatus::Success => status = ExitStatus::Findings,
             _ => {}
         }
     }
     let opts = printer.render_opts();
-    match format {
-        Format::Json => {
-            let results: Vec<_> = outcomes
-                .iter()
-                .map(|o| match &o.result {
-                    Ok((report, st)) => {
-                        let mut doc = scan_json(report);
-                        if let serde_json::Value::Object(m) = &mut doc {
-                            m.insert("path".into(), json!(o.path));
-                            m.insert("status".into(), json!(*st as i32));
-                            m.insert("error".into(), serde_json::Value::Null);
-                        }
-                        doc
-                    }
-                    Err(e) => json!({"path": o.path, "status": 2, "error": {"message": e.message, "hint": e.hint}}),
-                })
-                .collect();
-            let doc = json!({"schema_version": 1, "results": results});
-            serde_json::to_writer_pretty(printer.out(), &doc).map_err(|e| io_err(e.into()))?;
-            writeln!(printer.out()).map_err(io_err)?;
-        }
-        _ => {
-            let mut rows = Vec::new();
-            for o in &outcomes {
-                match &o.result {
-                    Ok((report, st)) => {
-                        render_scan(printer.out(), report, &o.path, format, &opts)
-                            .map_err(io_err)?;
-                        rows.push((
-                            o.path.clone(),
-                            *st as i32,
-                            report.summary.errors,
-                            report.summary.warnings,
-                            String::new(),
-                        ));
-                    }
-                    Err(e) => {
-                        printer.error(&format!("{}: {}", o.path, e.message), &e.hint);
-                        rows.push((o.path.clone(), 2, 0, 0, e.message.clone()));
-                    }
-                }
+    if format == Format::Json {
+        let results: Vec<_> = outcomes
+            .iter()
+            .map(|o| {
+                let r = match &o.result {
+                    Ok((c, found)) => Ok((c, status_of(*found) as i32)),
+                    Err(e) => Err((e.message.as_str(), e.hint.as_str())),
+                };
+                (o.path.as_str(), r)
+            })
+            .collect();
+        let doc = many_json(&results);
+        serde_json::to_writer_pretty(printer.out(), &doc).map_err(|e| io_err(e.into()))?;
+        writeln!(printer.out()).map_err(io_err)?;
+        return Ok(status);
+    }
+    let mut rows = Vec::new();
+    for o in &outcomes {
+        match &o.result {
+            Ok((c, found)) => {
+                render_checkup(printer.out(), c, &o.path, format, &opts).map_err(io_err)?;
+                let s = &c.report.summary;
+                let st = status_of(*found) as i32;
+                rows.push((o.path.clone(), st, s.errors, s.warnings, String::new()));
             }
-            if format == Format::Table {
-                let mut t = comfy_table::Table::new();
-                t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
-                    .set_header(vec!["workspace", "status", "errors", "warnings", "error"]);
-                t.force_no_tty();
-                for (p, st, e, w, msg) in rows {
-                    t.add_row(vec![
-                        crate::report::sanitize::sanitize(&p),
-                        st.to_string(),
-                        e.to_string(),
-                        w.to_string(),
-                        crate::report::sanitize::sanitize(&msg),
-                    ]);
-                }
-                writeln!(printer.out(), "{t}").map_err(io_err)?;
+            Err(e) => {
+                printer.error(&format!("{}: {}", o.path, e.message), &e.hint);
+                rows.push((o.path.clone(), 2, 0, 0, e.message.clone()));
             }
         }
+    }
+    if format == Format::Table {
+        render_many_summary(printer.out(), rows).map_err(io_err)?;
     }
     Ok(status)
 }

@@ -99,14 +99,9 @@ pub struct SessionMetaRow {
     pub payload_json: String,
 }
 
-/// One transcript record, its chunks already joined.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MessageRow {
-    pub sequence: i64,
-    pub message_type: String,
-    /// The record text (reassembled when stored in chunks).
-    pub record_json: String,
-}
+/// One transcript record (read from the table or, v0.1.2 and v0.1.3, from the
+/// session's file: `files` owns the type, this module reads it from rows).
+pub use super::files::MessageRow;
 
 /// A sandbox boundary expansion request of the session.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,7 +13,14 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::facts::MessageRow;
+/// One transcript record, its chunks already joined.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MessageRow {
+    pub sequence: i64,
+    pub message_type: String,
+    /// The record text (reassembled when stored in chunks).
+    pub record_json: String,
+}
 
 /// The folder of session folders, beside the database.
 pub const SESSIONS_DIR: &str = "sessions";

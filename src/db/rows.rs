@@ -404,6 +404,19 @@ impl Workspace {
         rows.collect::<Result<Vec<_>, _>>().map_err(e)
     }
 
+    /// Archived sessions (Maka's recovery and finalize-runs leave them alone).
+    pub fn archived_sessions(&self) -> Result<std::collections::BTreeSet<String>, DbError> {
+        if !self.has_table("session_metadata")? {
+            return Ok(std::collections::BTreeSet::new());
+        }
+        Ok(self
+            .sessions()?
+            .into_iter()
+            .filter(|s| s.is_archived)
+            .map(|s| s.session_id)
+            .collect())
+    }
+
     /// Every session's archive flag and header JSON.
     pub fn sessions(&self) -> Result<Vec<SessionRow>, DbError> {
         let e = |e: rusqlite::Error| self.err(&e);

@@ -6,6 +6,8 @@
 //! evidence is what the file holds: a run header's `traceWriteError` (the append
 //! error that latched Maka's store) and, without one, the run's last durable facts.
 
+pub mod workspace;
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
@@ -18,6 +20,8 @@ use crate::header::RunHeader;
 use crate::quarantine::{damaged_sessions, startup_blockers, Reason};
 use crate::scan::runs::RunState;
 use crate::scan::ScanReport;
+
+pub use workspace::diagnose_workspace;
 
 /// Every cause code, in the order the diagnosis tries them.
 pub const CAUSE_CODES: &[(&str, &str)] = &[

@@ -13,7 +13,9 @@
 //! Event ids and timestamps are derived from the run (see [`ids`]), so planning the
 //! same rows twice gives the same bytes.
 
+pub mod apply;
 pub mod ids;
+pub mod planning;
 pub mod records;
 pub mod recovery;
 
@@ -34,6 +36,8 @@ use crate::scan::runs::{RunReport, RunState};
 use crate::scan::{decode_row, ScanReport, WORKSPACE_AUTHORITY_SESSION};
 
 use records::EventIds;
+
+pub use planning::{plan_finalize, plan_finalize_on, FinalizePlanning, PlanUse};
 
 /// Version of the plan's JSON document.
 pub const PLAN_SCHEMA_VERSION: u32 = 1;

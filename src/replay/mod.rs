@@ -20,6 +20,7 @@
 pub mod context;
 pub mod digest;
 pub mod input;
+pub mod source;
 pub mod transcript;
 mod walk;
 

@@ -3,8 +3,11 @@
 
 pub mod diagnosis;
 pub mod finalize;
+pub mod info;
+pub mod quarantine;
+pub mod repair;
 pub mod replay;
-pub mod sanitize;
+pub use crate::sanitize;
 pub mod scan;
 
 /// Output format of a command.

@@ -612,3 +612,31 @@ fn step_line(out: &mut dyn Write, p: &Paint, lead: &str, s: &Step, max: usize) -
     };
     writeln!(out, "{lead}{line}")
 }
+
+/// One bundle's result among several: its path as given, and its replay with the
+/// exit status, or its error (message, hint).
+pub type Outcome<'a> = (&'a str, Result<(&'a Replay, i32), (&'a str, &'a str)>);
+
+/// The JSON document of several bundles' replays.
+pub fn many_json(outcomes: &[Outcome<'_>]) -> Value {
+    let results: Vec<Value> = outcomes
+        .iter()
+        .map(|(path, result)| match result {
+            Ok((r, status)) => {
+                let mut doc = replay_json(r, path);
+                if let Value::Object(m) = &mut doc {
+                    m.insert("path".into(), json!(path));
+                    m.insert("status".into(), json!(*status));
+                    m.insert("error".into(), Value::Null);
+                }
+                doc
+            }
+            Err((message, hint)) => json!({
+                "path": path,
+                "status": 2,
+                "error": {"message": message, "hint": hint},
+            }),
+        })
+        .collect();
+    json!({"schema_version": 1, "results": results})
+}

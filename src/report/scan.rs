@@ -7,15 +7,61 @@ use serde_json::{json, Value};
 
 use super::sanitize::sanitize;
 use super::{Format, RenderOpts};
+use crate::checkup::Checkup;
+use crate::diagnosis::Diagnosis;
+use crate::expect::ExpectationsReport;
 use crate::findings::{Finding, Severity};
 use crate::scan::ScanReport;
 
-/// The JSON document (findings included).
+/// What one workspace's output is made of: the scan, and what `doctor scan` adds.
+#[derive(Clone, Copy)]
+struct Parts<'a> {
+    report: &'a ScanReport,
+    diagnosis: Option<&'a Diagnosis>,
+    expectations: Option<&'a ExpectationsReport>,
+}
+
+impl<'a> Parts<'a> {
+    fn of(c: &'a Checkup) -> Parts<'a> {
+        Parts {
+            report: &c.report,
+            diagnosis: c.diagnosis.as_ref(),
+            expectations: c.expectations.as_ref(),
+        }
+    }
+}
+
+/// The JSON document of a scan (findings included).
 pub fn scan_json(report: &ScanReport) -> Value {
     serde_json::to_value(report).unwrap_or(Value::Null)
 }
 
-/// Writes one workspace's report.
+/// The JSON document of `doctor scan`: the scan's, then the diagnosis and the
+/// expectations.
+pub fn checkup_json(c: &Checkup) -> Value {
+    parts_json(Parts::of(c))
+}
+
+fn parts_json(p: Parts<'_>) -> Value {
+    let mut doc = scan_json(p.report);
+    if let Value::Object(m) = &mut doc {
+        if let Some(d) = p.diagnosis {
+            m.insert(
+                "diagnosis".into(),
+                serde_json::to_value(d).unwrap_or(Value::Null),
+            );
+        }
+        if let Some(e) = p.expectations {
+            m.insert(
+                "expectations".into(),
+                serde_json::to_value(e).unwrap_or(Value::Null),
+            );
+        }
+    }
+    doc
+}
+
+/// Writes one workspace's scan.
 pub fn render_scan(
     out: &mut dyn Write,
     report: &ScanReport,
@@ -23,9 +69,36 @@ pub fn render_scan(
     format: Format,
     opts: &RenderOpts,
 ) -> io::Result<()> {
+    let parts = Parts {
+        report,
+        diagnosis: None,
+        expectations: None,
+    };
+    render_parts(out, parts, path, format, opts)
+}
+
+/// Writes one workspace's `doctor scan` output.
+pub fn render_checkup(
+    out: &mut dyn Write,
+    c: &Checkup,
+    path: &str,
+    format: Format,
+    opts: &RenderOpts,
+) -> io::Result<()> {
+    render_parts(out, Parts::of(c), path, format, opts)
+}
+
+fn render_parts(
+    out: &mut dyn Write,
+    parts: Parts<'_>,
+    path: &str,
+    format: Format,
+    opts: &RenderOpts,
+) -> io::Result<()> {
+    let report = parts.report;
     match format {
         Format::Json => {
-            let mut doc = scan_json(report);
+            let mut doc = parts_json(parts);
             if let Value::Object(m) = &mut doc {
                 m.insert("workspace".into(), json!(path));
             }
@@ -37,7 +110,7 @@ pub fn render_scan(
                 serde_json::to_writer(&mut *out, &json!({"type": "finding", "data": f}))?;
                 writeln!(out)?;
             }
-            let mut doc = scan_json(report);
+            let mut doc = parts_json(parts);
             if let Value::Object(m) = &mut doc {
                 m.remove("findings");
                 m.insert("workspace".into(), json!(path));
@@ -51,7 +124,7 @@ pub fn render_scan(
             }
             Ok(())
         }
-        Format::Table | Format::Text => render_table(out, report, path, opts),
+        Format::Table | Format::Text => render_table(out, parts, path, opts),
     }
 }
 
@@ -112,10 +185,11 @@ fn severity_cell(s: Severity, color: bool) -> Cell {
 
 fn render_table(
     out: &mut dyn Write,
-    report: &ScanReport,
+    parts: Parts<'_>,
     path: &str,
     opts: &RenderOpts,
 ) -> io::Result<()> {
+    let report = parts.report;
     writeln!(out, "workspace: {}", sanitize(path))?;
     writeln!(out, "release: {}", report.workspace_release.describe())?;
     if !report.findings.is_empty() {
@@ -139,9 +213,8 @@ fn render_table(
             ] {
                 if let Some(v) = value {
                     place.push(format!("{label} {}", sanitize(v)));
-                    let title = report
+                    let title = parts
                         .diagnosis
-                        .as_ref()
                         .and_then(|d| d.session_names.get(v.as_str()))
                         .filter(|_| label == "session" && !v.is_empty());
                     if let Some(t) = title {
@@ -182,7 +255,7 @@ fn render_table(
             "read one snapshot of a live workspace (a `-wal` is present): commits made during the scan are not in this report"
         )?;
     }
-    if let Some(e) = &report.expectations {
+    if let Some(e) = parts.expectations {
         let verdict = if e.matched { "match" } else { "MISMATCH" };
         writeln!(
             out,
@@ -245,8 +318,56 @@ fn render_table(
             )?;
         }
     }
-    if let Some(d) = &report.diagnosis {
+    if let Some(d) = parts.diagnosis {
         super::diagnosis::render_diagnosis(out, d)?;
     }
     Ok(())
+}
+
+/// One workspace's result among several: its path as given, and its checkup with
+/// the exit status, or its error (message, hint).
+pub type Outcome<'a> = (&'a str, Result<(&'a Checkup, i32), (&'a str, &'a str)>);
+
+/// The JSON document of several workspaces' results.
+pub fn many_json(outcomes: &[Outcome<'_>]) -> Value {
+    let results: Vec<_> = outcomes
+        .iter()
+        .map(|(path, result)| match result {
+            Ok((c, st)) => {
+                let mut doc = checkup_json(c);
+                if let Value::Object(m) = &mut doc {
+                    m.insert("path".into(), json!(path));
+                    m.insert("status".into(), json!(*st));
+                    m.insert("error".into(), Value::Null);
+                }
+                doc
+            }
+            Err((message, hint)) => {
+                json!({"path": path, "status": 2, "error": {"message": message, "hint": hint}})
+            }
+        })
+        .collect();
+    json!({"schema_version": 1, "results": results})
+}
+
+/// The table after several workspaces' tables: one row each (path, status, errors,
+/// warnings, error message).
+pub fn render_many_summary(
+    out: &mut dyn Write,
+    rows: Vec<(String, i32, usize, usize, String)>,
+) -> io::Result<()> {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_header(vec!["workspace", "status", "errors", "warnings", "error"]);
+    t.force_no_tty();
+    for (p, st, e, w, msg) in rows {
+        t.add_row(vec![
+            sanitize(&p),
+            st.to_string(),
+            e.to_string(),
+            w.to_string(),
+            sanitize(&msg),
+        ]);
+    }
+    writeln!(out, "{t}")
 }

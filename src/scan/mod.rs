@@ -18,11 +18,14 @@
 //! reconciled at the end; headers without events are found by count, then by key, and
 //! stored operations no dispatch explains likewise (see `dispatched_rows_explained`).
 
+pub mod pipeline;
 pub mod projection;
 pub mod release;
 mod report;
 pub mod runs;
+pub mod startup;
 
+pub use pipeline::{scan_path, scan_workspace, scan_workspace_without, ScanOptions, Threads};
 pub use report::*;
 
 use std::borrow::Borrow;

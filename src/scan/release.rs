@@ -3,7 +3,11 @@
 
 use serde::Serialize;
 
-use crate::db::SchemaFacts;
+use std::collections::BTreeSet;
+
+use super::pipeline::{scan_workspace_without, ScanOptions};
+use super::ScanReport;
+use crate::db::{DbError, SchemaFacts, Workspace};
 use crate::findings::Finding;
 use crate::release::{self, advice, Generation, Recognition};
 
@@ -237,6 +241,115 @@ pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) ->
         }
     }
     out
+}
+
+/// What the newer Maka builds will say of this file once they have migrated it: the
+/// headers they can no longer decode (re-read under their rules), and their gate (the
+/// decoder only grew, so it refuses exactly where the writer's does, unless the
+/// writer's refusal comes from a rule the newer build relaxed: then the file is scanned
+/// again under the newer rules).
+pub fn upgrade_preview(
+    ws: &Workspace,
+    opts: ScanOptions,
+    report: &ScanReport,
+) -> Result<Option<UpgradePreview>, DbError> {
+    use crate::release::upgrade;
+    let schema = ws.schema_facts()?;
+    let recognition = crate::release::recognize(&schema);
+    let g = recognition.generation;
+    let targets = upgrade::targets_for(g);
+    if targets.is_empty() {
+        return Ok(None);
+    }
+    let writer = recognition.rules();
+    let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let writer_blocked = !super::startup::startup_blockers(report, &BTreeSet::new()).is_empty()
+        || report
+            .findings
+            .iter()
+            .any(|f| f.code == "session_header_undecodable");
+    let mut out = Vec::new();
+    for target in targets {
+        if !upgrade::migration_measured(g) {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "not_measured".into(),
+                refusal: None,
+                startup_blocked: false,
+                tool_writes_refused: report.maka_gate.tool_writes_refused,
+                undecodable_headers: Vec::new(),
+            });
+            continue;
+        }
+        if let Some(why) =
+            upgrade::migration_refusal(target, schema.objects.iter().map(|o| o.key.as_str()))
+        {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "refuses".into(),
+                refusal: Some(why),
+                startup_blocked: true,
+                tool_writes_refused: false,
+                undecodable_headers: Vec::new(),
+            });
+            continue;
+        }
+        let rules = upgrade::target_rules(target);
+        let mut bad = Vec::new();
+        if has("session_metadata") {
+            ws.for_each_session_header(|row| {
+                use crate::session_header::check_session_header;
+                if check_session_header(&row, &writer.header).is_err() {
+                    return;
+                }
+                if let Err(why) = check_session_header(&row, &rules.header) {
+                    bad.push(UpgradeHeader {
+                        session_id: row.session_id.clone(),
+                        run_id: None,
+                        message: why,
+                    });
+                }
+            })?;
+        }
+        if has("core_agent_runs") {
+            ws.for_each_header_row(|row, keys_ok| {
+                use crate::header::decode_header_as;
+                let (rec, s, r) = (&row.record_json, &row.session_id, &row.run_id);
+                if !keys_ok || decode_header_as(rec, s, r, &writer.header).is_err() {
+                    return;
+                }
+                if let Err(why) = decode_header_as(rec, s, r, &rules.header) {
+                    bad.push(UpgradeHeader {
+                        session_id: s.clone(),
+                        run_id: Some(r.clone()),
+                        message: why,
+                    });
+                }
+            })?;
+        }
+        let relaxed = rules.decoder != writer.decoder
+            || rules.dispatch_parent_refs != writer.dispatch_parent_refs;
+        let tool_writes_refused = if report.maka_gate.tool_writes_refused && relaxed {
+            let again = ScanOptions {
+                rules: Some(rules),
+                ..opts
+            };
+            scan_workspace_without(ws, again, &BTreeSet::new(), &mut |_, _| {})?
+                .maka_gate
+                .tool_writes_refused
+        } else {
+            report.maka_gate.tool_writes_refused
+        };
+        out.push(UpgradeTarget {
+            release: target.to_owned(),
+            migration: "migrates".into(),
+            refusal: None,
+            startup_blocked: writer_blocked || !bad.is_empty(),
+            tool_writes_refused,
+            undecodable_headers: bad,
+        });
+    }
+    Ok(Some(UpgradePreview { targets: out }))
 }
 
 #[cfg(test)]

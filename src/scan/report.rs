@@ -98,13 +98,6 @@ pub struct ScanReport {
     pub maka_gate: MakaGate,
     pub findings: Vec<Finding>,
     pub supersession: Vec<SupersessionGroup>,
-    /// Why each stuck run is stuck, what is damaged, and the ordered remedy (set by
-    /// `doctor scan` and `doctor repair`; see `crate::diagnosis`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub diagnosis: Option<crate::diagnosis::Diagnosis>,
-    /// Set by `--expect`, `--expect-beside` or `--baseline`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expectations: Option<crate::expect::ExpectationsReport>,
     #[serde(skip)]
     pub runs: Vec<RunReport>,
     #[serde(skip)]
@@ -275,8 +268,6 @@ pub(super) fn build(
         maka_gate,
         findings,
         supersession,
-        diagnosis: None,
-        expectations: None,
         runs,
         headers,
         issues: scan.issues,

@@ -70,11 +70,11 @@ pub fn dump(db: &Path) -> std::collections::BTreeMap<String, Vec<Vec<wsledger::b
 
 /// The runs of `db` a full scan does not find terminal.
 pub fn stuck_runs(db: &Path) -> Vec<String> {
-    let all = wsledger::doctor::ScanOptions {
+    let all = wsledger::scan::ScanOptions {
         all_runs: true,
-        ..wsledger::doctor::ScanOptions::default()
+        ..wsledger::scan::ScanOptions::default()
     };
-    wsledger::doctor::scan_path(db, all, &mut |_, _| {})
+    wsledger::scan::scan_path(db, all, &mut |_, _| {})
         .unwrap()
         .runs
         .iter()

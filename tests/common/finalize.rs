@@ -5,8 +5,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use rusqlite::Connection;
-use wsledger::doctor::{scan_path, ScanOptions};
 use wsledger::scan::ScanReport;
+use wsledger::scan::{scan_path, ScanOptions};
 
 pub use super::ws::Ws;
 

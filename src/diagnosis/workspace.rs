@@ -1,0 +1,161 @@
+//! Reading what a diagnosis is made from beside the scan: the finalize plan, titles,
+//! named events and what quarantine would set aside from each damaged session.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::db::quarantine::JournalByEvent;
+use crate::db::{DbError, Workspace};
+use crate::finalize::planning::{plan_finalize_on, PlanUse};
+use crate::scan::ScanReport;
+
+/// Diagnoses a scanned workspace: reads what [`crate::diagnosis::diagnose`] needs
+/// beside the scan (the finalize plan, titles, costs, named events) and returns the
+/// diagnosis with the finalize plan it was made from. `shown` is the workspace as
+/// the plan's commands name it.
+pub fn diagnose_workspace(
+    ws: &Workspace,
+    report: &ScanReport,
+    shown: &str,
+) -> Result<(crate::diagnosis::Diagnosis, crate::finalize::Plan), DbError> {
+    use crate::diagnosis::{diagnose, wanted_events, wanted_tool_calls, Input};
+    use std::collections::HashMap;
+    // Archived sessions only matter for runs the report kept.
+    let archived = if report.runs.is_empty() {
+        BTreeSet::new()
+    } else {
+        ws.archived_sessions()?
+    };
+    let damaged = crate::quarantine::damaged_sessions(report, &archived);
+    std::thread::scope(|scope| {
+        // The deletion counts (most of the diagnosis's reading) go on while the rest is read.
+        let counting = DeletionCounts::start(
+            ws,
+            scope,
+            damaged.keys().cloned().collect(),
+            report.journal_refs.clone(),
+        )?;
+        let (finalize, planned_from) = plan_finalize_on(
+            ws,
+            report,
+            &crate::finalize::PlanOptions::default(),
+            PlanUse::Show,
+        )?;
+        let mut partials = HashMap::new();
+        for (s, r) in planned_from.runs.keys() {
+            partials.insert((s.clone(), r.clone()), ws.partial_texts(s, r)?);
+        }
+        // Titles of the sessions the diagnosis and the findings name.
+        let mut named: BTreeSet<&str> = report
+            .findings
+            .iter()
+            .filter_map(|f| f.session_id.as_deref())
+            .collect();
+        named.extend(planned_from.runs.keys().map(|(s, _)| s.as_str()));
+        named.extend(damaged.keys().map(String::as_str));
+        let labels = ws.session_labels(named)?;
+        let mut events = HashMap::new();
+        for id in wanted_events(report) {
+            if let Some(row) = ws.named_event(&id)? {
+                events.insert(id, row);
+            }
+        }
+        let mut recorded_calls = BTreeSet::new();
+        for (s, call) in wanted_tool_calls(report) {
+            if ws.tool_call_recorded(&s, &call)? {
+                recorded_calls.insert((s, call));
+            }
+        }
+        let set_aside = counting.finish(ws)?;
+        let apply_refusal = finalize.apply_refusal.clone();
+        let d = diagnose(&Input {
+            workspace: shown,
+            report,
+            archived: &archived,
+            finalize: &finalize,
+            runs: &planned_from.runs,
+            partials: &partials,
+            labels: &labels,
+            set_aside: &set_aside,
+            events: &events,
+            recorded_calls: &recorded_calls,
+            apply_refusal,
+        });
+        Ok((d, finalize))
+    })
+}
+
+type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;
+
+/// What quarantine would set aside from each damaged session, in rows per table
+/// ([`Workspace::deletion_counts_of`]: the tool tables are read once for all of them).
+/// When another connection is certain to see the same file, they are counted on it, on
+/// its own thread, while the caller reads the rest; the journal rows reached through
+/// the sessions' events are then counted on a third connection and thread, beside the
+/// operations (the two passes are most of what the diagnosis waits for). Otherwise on
+/// the caller's connection when it asks for them.
+enum DeletionCounts<'scope> {
+    Here(Vec<String>),
+    Beside(std::thread::ScopedJoinHandle<'scope, Result<SetAside, DbError>>),
+}
+
+impl<'scope> DeletionCounts<'scope> {
+    fn start<'env>(
+        ws: &Workspace,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        sessions: Vec<String>,
+        journal_refs: Option<Arc<crate::db::quarantine::JournalEventRefs>>,
+    ) -> Result<DeletionCounts<'scope>, DbError> {
+        if sessions.is_empty() {
+            return Ok(DeletionCounts::Here(sessions));
+        }
+        let Some(twin) = ws.reader_twin()? else {
+            return Ok(DeletionCounts::Here(sessions));
+        };
+        // Its failure only means the journal is read whole on `twin` instead.
+        let by_event = ws.reader_twin().ok().flatten().and_then(|journal| {
+            let sessions = sessions.clone();
+            std::thread::Builder::new()
+                .name("journal-by-event".into())
+                .spawn_scoped(scope, move || {
+                    match &journal_refs {
+                        Some(refs) => journal.journal_counts_from_refs(&sessions, refs),
+                        None => journal.journal_counts_by_event(&sessions),
+                    }
+                    .ok()
+                    .flatten()
+                })
+                .ok()
+        });
+        let kept = sessions.clone();
+        let spawned = std::thread::Builder::new()
+            .name("deletion-counts".into())
+            .spawn_scoped(scope, move || {
+                let by_event = by_event.map(|h| -> JournalByEvent<'_> {
+                    Box::new(move || h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                });
+                count_deletions(&twin, sessions, by_event)
+            });
+        Ok(match spawned {
+            Ok(h) => DeletionCounts::Beside(h),
+            // No thread to be had: they are counted here.
+            Err(_) => DeletionCounts::Here(kept),
+        })
+    }
+
+    fn finish(self, ws: &Workspace) -> Result<SetAside, DbError> {
+        match self {
+            DeletionCounts::Here(sessions) => count_deletions(ws, sessions, None),
+            DeletionCounts::Beside(h) => h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+        }
+    }
+}
+
+fn count_deletions(
+    w: &Workspace,
+    sessions: Vec<String>,
+    by_event: Option<JournalByEvent<'_>>,
+) -> Result<SetAside, DbError> {
+    let counts = w.deletion_counts_of(&sessions, by_event)?;
+    Ok(sessions.into_iter().zip(counts).collect())
+}

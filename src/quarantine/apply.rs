@@ -1,0 +1,535 @@
+//! `doctor quarantine` from plan to rescan: which sessions move, what each bundle
+//! holds, and the apply (through [`crate::apply`]) that writes the bundles and then
+//! deletes the sessions as Maka's conversation deletion does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Map, Value};
+
+use super::document::{folder_json, rows_json, state};
+use super::files::{
+    check_out_dir, folder_copy_name, io_err, make_out_dir, refuse_out_in_sessions, session_folder,
+    write_durably, Folder, MadeDirs,
+};
+use super::{bundle_file_name, damaged_sessions, Reason};
+use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
+use crate::bundle::{Bundle, SchemaInfo};
+use crate::db::files;
+use crate::db::quarantine::Deletion;
+use crate::db::write::{WriteBasis, Writer};
+use crate::db::Workspace;
+use crate::error::UserError;
+use crate::notes::Notes;
+use crate::scan::WORKSPACE_AUTHORITY_SESSION;
+use crate::scan::{scan_workspace, scan_workspace_without, ScanOptions, ScanReport};
+
+/// What `doctor quarantine` is asked to do.
+pub struct Request {
+    /// The sessions named with `--session` (none: the damaged ones).
+    pub sessions: Vec<String>,
+    /// `--out` (default: `wsledger-quarantine` beside the database).
+    pub out: Option<PathBuf>,
+    /// Move the sessions (`--apply`); otherwise only the plan is shown.
+    pub apply: bool,
+    /// Back the database up first (not with `--no-backup`).
+    pub backup: bool,
+    /// Milliseconds since the epoch.
+    pub now: i64,
+}
+
+/// The default bundle directory: `wsledger-quarantine` beside the database.
+pub fn default_out_dir(db: &Path) -> PathBuf {
+    db.parent()
+        .unwrap_or(Path::new("."))
+        .join("wsledger-quarantine")
+}
+
+/// What a quarantine is planned from.
+struct QuarantineRead {
+    report: ScanReport,
+    archived: BTreeSet<String>,
+    targets: BTreeMap<String, Vec<Reason>>,
+    deletions: Vec<Deletion>,
+    predicted: ScanReport,
+    schema: SchemaInfo,
+    /// The release schema an apply writes in, or why it would refuse.
+    basis: Result<crate::db::write::WriteBasis, Vec<String>>,
+    binding: Option<String>,
+    /// Titles and last activity of the target sessions.
+    labels: BTreeMap<String, crate::db::diagnosis::SessionLabelRow>,
+    /// The release keeps session folders (v0.1.2, v0.1.3), and each target's.
+    keeps_files: bool,
+    folders: Vec<Folder>,
+}
+
+/// Reads what a quarantine is planned from. The outer error is the database's (a read
+/// [`Workspace::read`] may do again), the inner one a refusal.
+fn read_quarantine(
+    ws: &Workspace,
+    sessions: &[String],
+    shown: &str,
+) -> Result<Result<QuarantineRead, UserError>, crate::db::DbError> {
+    let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+    let archived = ws.archived_sessions()?;
+    let damaged = damaged_sessions(&report, &archived);
+    let mut targets: BTreeMap<String, Vec<Reason>> = BTreeMap::new();
+    if sessions.is_empty() {
+        targets = damaged.clone();
+    } else {
+        for s in sessions {
+            let mut reasons = damaged.get(s).cloned().unwrap_or_default();
+            reasons.push(Reason {
+                code: "named".into(),
+                id: None,
+            });
+            targets.insert(s.clone(), reasons);
+        }
+    }
+    let mut deletions = Vec::new();
+    for s in targets.keys() {
+        let d = ws.deletion(s)?;
+        if d.is_empty() {
+            return Ok(Err(UserError::new(
+                format!("session `{s}` has no rows in `{shown}`"),
+                "list the sessions with `wsledger doctor scan`",
+            )));
+        }
+        deletions.push(d);
+    }
+    let excluded: BTreeSet<String> = targets.keys().cloned().collect();
+    let predicted = if excluded.is_empty() {
+        report.clone()
+    } else {
+        scan_workspace_without(ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
+    };
+    let facts = ws.schema_facts()?;
+    let basis = crate::db::write::write_basis(&facts);
+    let schema = SchemaInfo {
+        user_version: facts.user_version,
+        registry: facts.registry.clone(),
+        capabilities: facts.capabilities.clone(),
+    };
+    let binding = ws.root_binding()?;
+    let labels = ws.session_labels(targets.keys().map(String::as_str))?;
+    let keeps_files = ws.transcripts_in_files()?;
+    let mut folders = Vec::new();
+    for s in targets.keys() {
+        match session_folder(ws.path(), keeps_files, s) {
+            Ok(f) => folders.push(f),
+            Err(e) => return Ok(Err(e)),
+        }
+    }
+    Ok(Ok(QuarantineRead {
+        report,
+        archived,
+        targets,
+        deletions,
+        predicted,
+        schema,
+        basis,
+        binding,
+        labels,
+        keeps_files,
+        folders,
+    }))
+}
+
+/// Plans `doctor quarantine` on `db`, and with `apply` carries it out; returns the
+/// document it prints.
+pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    let shown = db.display().to_string();
+    let now = req.now;
+    if req
+        .sessions
+        .iter()
+        .any(|s| s == WORKSPACE_AUTHORITY_SESSION)
+    {
+        return Err(UserError::new(
+            format!("`{WORKSPACE_AUTHORITY_SESSION}` is Maka's workspace-authority session; it is never quarantined"),
+            "name conversation sessions only",
+        ));
+    }
+    let out_dir = req.out.clone().unwrap_or_else(|| default_out_dir(db));
+    refuse_out_in_sessions(&out_dir, db)?;
+    // Everything the plan is made from, at one snapshot.
+    let QuarantineRead {
+        report,
+        archived,
+        targets,
+        deletions,
+        predicted,
+        schema,
+        basis,
+        binding,
+        labels,
+        keeps_files,
+        folders,
+    } = Workspace::read(db, |ws| read_quarantine(ws, &req.sessions, &shown))??;
+    let sessions_json = || -> Vec<Value> {
+        targets
+            .iter()
+            .zip(&deletions)
+            .zip(&folders)
+            .map(|(((s, reasons), d), folder)| {
+                let label = labels.get(s);
+                let mut v = json!({
+                    "session_id": s,
+                    "name": label.and_then(|l| l.name.clone()),
+                    "last_activity_ms": label.and_then(|l| l.last_activity_ms),
+                    "reasons": reasons,
+                    "rows": rows_json(d),
+                    "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),
+                    "blockers": d.blockers,
+                });
+                if keeps_files {
+                    // The folder moves beside the bundle (null: the session has none).
+                    v["session_files"] = folder.as_ref().map_or(Value::Null, |recs| {
+                        folder_json(db, s, ("moved_to", out_dir.join(folder_copy_name(s))), recs)
+                    });
+                }
+                v
+            })
+            .collect()
+    };
+    let mut doc = json!({
+        "schema_version": 1,
+        "command": "quarantine",
+        "workspace": shown,
+        "applied": false,
+        "backup": null,
+        "sessions": sessions_json(),
+        "before": state(&report, &archived),
+        "after": state(&predicted, &archived),
+        "schema_basis": basis.as_ref().ok().map(|b| b.to_json()),
+        "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
+        "notes": [],
+    });
+    let blocked: Vec<String> = deletions
+        .iter()
+        .filter(|d| !d.blockers.is_empty())
+        .map(|d| d.session_id.clone())
+        .collect();
+    if !req.apply || targets.is_empty() {
+        if !req.apply && !targets.is_empty() {
+            match &basis {
+                Err(why) => notes.note(&format!(
+                    "dry run: nothing was written; --apply would refuse this file: {}",
+                    why.join("; ")
+                )),
+                Ok(_) => {
+                    notes.note("dry run: nothing was written; run again with --apply to quarantine")
+                }
+            }
+        }
+        return Ok(doc);
+    }
+    if !blocked.is_empty() {
+        return Err(UserError::new(
+            format!(
+                "Maka's own deletion of session(s) {} would fail ({}); nothing was changed",
+                blocked.join(", "),
+                deletions
+                    .iter()
+                    .flat_map(|d| d.blockers.iter().cloned())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            "run without --apply to see the blockers",
+        ));
+    }
+
+    // --apply.
+    let refusal = basis_refusal(&basis);
+    let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
+    let mut write = QuarantineWrite::new(&targets, &out_dir, &schema, &shown, now, &basis);
+    let applied = apply(&target, &mut write, notes)?;
+    let (moved, written_notes) = applied.written;
+    doc["backup"] = json!(applied.backup);
+    doc["notes"] = json!(written_notes);
+    doc["applied"] = Value::Bool(true);
+    doc["after"] = state(&applied.after, &applied.archived_after);
+    notes.note(&format!(
+        "quarantined {moved} session(s); bundles in {}",
+        out_dir.display()
+    ));
+    Ok(doc)
+}
+
+/// A quarantine's part of an apply: the bundle directory checked (before the lock)
+/// and made (under it), the sessions read again, then [`write_quarantine`].
+pub struct QuarantineWrite<'a> {
+    pub targets: &'a BTreeMap<String, Vec<Reason>>,
+    pub out_dir: &'a Path,
+    schema: &'a SchemaInfo,
+    /// The database as the bundles name it.
+    shown: &'a str,
+    now: i64,
+    /// The release whose schema the rows are taken from.
+    release: Option<Value>,
+}
+
+impl<'a> QuarantineWrite<'a> {
+    pub fn new(
+        targets: &'a BTreeMap<String, Vec<Reason>>,
+        out_dir: &'a Path,
+        schema: &'a SchemaInfo,
+        shown: &'a str,
+        now: i64,
+        basis: &Result<WriteBasis, Vec<String>>,
+    ) -> QuarantineWrite<'a> {
+        let release = basis.as_ref().ok().map(|b| b.to_json());
+        QuarantineWrite {
+            targets,
+            out_dir,
+            schema,
+            shown,
+            now,
+            release,
+        }
+    }
+}
+
+/// What a quarantine reads again and makes under the lock.
+pub struct Staged {
+    fresh: Vec<Deletion>,
+    generation: Option<i64>,
+    folders: Vec<Folder>,
+    made: MadeDirs,
+}
+
+impl WritingCommand for QuarantineWrite<'_> {
+    type Staged = Staged;
+    /// How many sessions moved, and notes on folders left in place.
+    type Written = (usize, Vec<String>);
+
+    fn check(&mut self) -> Result<(), UserError> {
+        check_out_dir(self.out_dir)
+    }
+
+    fn stage(&mut self, writer: &Writer) -> Result<Staged, UserError> {
+        let (fresh, generation, folders) = read_targets(writer, self.targets)?;
+        // The bundle directory only under the lock; removed again on a refusal.
+        let made = make_out_dir(self.out_dir)?;
+        Ok(Staged {
+            fresh,
+            generation,
+            folders,
+            made,
+        })
+    }
+
+    fn write(&mut self, step: Step<'_>, mut staged: Staged) -> Result<Self::Written, UserError> {
+        let (moved, written_notes) = write_quarantine(
+            step.writer,
+            self.targets,
+            &staged.fresh,
+            &staged.folders,
+            staged.generation,
+            self.out_dir,
+            self.schema,
+            self.shown,
+            self.now,
+            self.release.as_ref(),
+        )?;
+        staged.made.keep();
+        for n in &written_notes {
+            step.notes.warn(n);
+        }
+        Ok((moved, written_notes))
+    }
+}
+
+fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bundle {
+    Bundle {
+        session_id: d.session_id.clone(),
+        schema: schema.clone(),
+        tables: d.tables.clone(),
+        quarantine: Some(Value::Object(meta)),
+    }
+}
+
+/// Under the owner lock: the catalog generation and each target session's rows read
+/// again (what the bundles hold and the transaction checks), refusing a session
+/// Maka's own deletion could not delete.
+#[allow(clippy::type_complexity)]
+pub fn read_targets(
+    writer: &Writer,
+    targets: &BTreeMap<String, Vec<Reason>>,
+) -> Result<(Vec<Deletion>, Option<i64>, Vec<Folder>), UserError> {
+    let werr = |e: crate::db::write::WriteError| UserError::new(e.to_string(), e.hint());
+    let generation = writer.catalog_generation().map_err(werr)?;
+    let keeps_files = writer.transcripts_in_files().map_err(werr)?;
+    let mut folders = Vec::new();
+    for s in targets.keys() {
+        folders.push(session_folder(writer.path(), keeps_files, s)?);
+    }
+    let mut fresh = Vec::new();
+    for s in targets.keys() {
+        let d = writer.read_deletion(s).map_err(werr)?;
+        if !d.blockers.is_empty() {
+            return Err(UserError::new(
+                format!("session `{s}` cannot be deleted: {}", d.blockers.join("; ")),
+                "run without --apply to see the blockers",
+            ));
+        }
+        fresh.push(d);
+    }
+    Ok((fresh, generation, folders))
+}
+
+/// After the backup: writes and reads back each session's bundle (with a checked
+/// copy of its folder, v0.1.2 and v0.1.3), then deletes the sessions in one
+/// transaction (`Writer::quarantine`), then removes the folders. A failure before the
+/// commit removes the bundles and copies written so far. Returns how many sessions
+/// moved, and notes on folders left in place.
+///
+/// The order is safe at every point for those releases' open-time check of
+/// `sessions/` (a folder without a session row is refused unless tombstoned): until
+/// the commit the folder and its row are both there; after it the folder is
+/// tombstoned, so one left behind by a crash is accepted (and still in the bundle).
+#[allow(clippy::too_many_arguments)]
+pub fn write_quarantine(
+    writer: &Writer,
+    targets: &BTreeMap<String, Vec<Reason>>,
+    fresh: &[Deletion],
+    folders: &[Folder],
+    generation: Option<i64>,
+    out_dir: &Path,
+    schema: &SchemaInfo,
+    shown: &str,
+    now: i64,
+    release: Option<&Value>,
+) -> Result<(usize, Vec<String>), UserError> {
+    let werr = |e: crate::db::write::WriteError| UserError::new(e.to_string(), e.hint());
+    let db = writer.path().to_path_buf();
+    let removed_meta = fresh.iter().filter(|d| d.has_metadata()).count() as i64;
+    let all: Vec<Value> = targets.keys().map(|s| Value::from(s.clone())).collect();
+    // Bundles and folder copies written so far (removed again on a failure).
+    let mut written: Vec<PathBuf> = Vec::new();
+    let cleanup = |written: &[PathBuf]| {
+        for p in written {
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(p)
+            } else {
+                std::fs::remove_file(p)
+            };
+        }
+    };
+    for (((s, reasons), d), folder) in targets.iter().zip(fresh).zip(folders) {
+        let mut meta = Map::new();
+        meta.insert("tool".into(), json!("wsledger doctor quarantine"));
+        meta.insert("quarantined_at_ms".into(), json!(now));
+        meta.insert("database".into(), json!(shown));
+        meta.insert("sessions".into(), Value::Array(all.clone()));
+        meta.insert("reasons".into(), json!(reasons));
+        if let Some(r) = release {
+            // The release whose schema the rows were taken from; restore refuses a
+            // workspace of another generation.
+            meta.insert("release".into(), r.clone());
+        }
+        meta.insert("rowids".into(), json!(d.rowids));
+        meta.insert("tombstone_added".into(), json!(d.tombstone.is_none()));
+        meta.insert(
+            "catalog_generation".into(),
+            match generation {
+                Some(g) => json!({"before": g, "after": g + removed_meta}),
+                None => Value::Null,
+            },
+        );
+        if let Some(recs) = folder {
+            let copy = out_dir.join(folder_copy_name(s));
+            let copied = (|| {
+                // A copy left by an earlier run that did not go through.
+                if copy.exists() {
+                    std::fs::remove_dir_all(&copy)?;
+                }
+                files::copy_tree(
+                    &files::session_dir(&db, s),
+                    recs,
+                    &out_dir.join(format!(".{}.tmp", folder_copy_name(s))),
+                    &copy,
+                )
+            })();
+            if let Err(e) = copied {
+                cleanup(&written);
+                return Err(io_err("copy the session folder into", &copy, &e));
+            }
+            written.push(copy);
+            meta.insert(
+                "session_files".into(),
+                json!({
+                    "folder": format!("{}/{s}", files::SESSIONS_DIR),
+                    "copy": folder_copy_name(s),
+                    "files": recs,
+                }),
+            );
+        }
+        let bundle = bundle_of(d, schema, meta);
+        let path = out_dir.join(bundle_file_name(s));
+        if let Err(e) = write_durably(&path, &bundle.to_json_text()) {
+            cleanup(&written);
+            return Err(e);
+        }
+        written.push(path.clone());
+        // Read it back: the file must hold exactly the rows about to be deleted.
+        let back = std::fs::read_to_string(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| Bundle::from_json_text(&t).map_err(|e| e.to_string()));
+        match back {
+            Ok(b) if b == bundle => {}
+            Ok(_) => {
+                cleanup(&written);
+                return Err(UserError::new(
+                    format!(
+                        "bundle `{}` does not read back as written; nothing was deleted",
+                        path.display()
+                    ),
+                    "check the disk and the --out directory",
+                ));
+            }
+            Err(e) => {
+                cleanup(&written);
+                return Err(UserError::new(
+                    format!(
+                        "bundle `{}` cannot be read back ({e}); nothing was deleted",
+                        path.display()
+                    ),
+                    "check the disk and the --out directory",
+                ));
+            }
+        }
+    }
+    if let Err(e) = writer.quarantine(fresh, generation, now) {
+        cleanup(&written);
+        return Err(werr(e));
+    }
+    // The rows are gone and the sessions tombstoned: now their folders go, as the
+    // release's own removal does after its transaction.
+    let mut notes = Vec::new();
+    for (s, folder) in targets.keys().zip(folders) {
+        let Some(recs) = folder else { continue };
+        let dir = files::session_dir(&db, s);
+        let removed = files::tree_matches(&dir, recs).and_then(|same| {
+            if same {
+                files::remove_tree(&dir).map(|_| true)
+            } else {
+                Ok(false)
+            }
+        });
+        match removed {
+            Ok(true) => {}
+            Ok(false) => notes.push(format!(
+                "the session folder `{}` changed after it was copied into the bundle; it was \
+                 left in place (the session is tombstoned, so Maka ignores it)",
+                dir.display()
+            )),
+            Err(e) => notes.push(format!(
+                "the session folder `{}` could not be removed ({e}); it is in the bundle, and \
+                 the session is tombstoned, so Maka ignores it",
+                dir.display()
+            )),
+        }
+    }
+    Ok((fresh.len(), notes))
+}

@@ -1,0 +1,254 @@
+//! `doctor repair`: the scan's plan as one command. It reads the diagnosis, then
+//! (through [`crate::apply`], one lock and one backup) sets the damaged sessions aside
+//! as `doctor quarantine` does and finalizes what is still stuck as
+//! `doctor finalize-runs` does, then reports the state the rescan finds.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
+use crate::bundle::SchemaInfo;
+use crate::db::write::Writer;
+use crate::db::Workspace;
+use crate::diagnosis::{diagnose_workspace, After, Diagnosis};
+use crate::error::UserError;
+use crate::finalize::apply::{backup_transcripts, verify, write_finalize};
+use crate::finalize::{plan_finalize, PlanOptions};
+use crate::notes::Notes;
+use crate::quarantine::apply::{default_out_dir, QuarantineWrite};
+use crate::quarantine::{damaged_sessions, startup_blockers, Reason};
+use crate::scan::runs::RunState;
+use crate::scan::{scan_path, scan_workspace, ScanOptions};
+
+/// What `doctor repair` is asked to do.
+pub struct Request {
+    /// `--out` (default: `wsledger-quarantine` beside the database).
+    pub out: Option<PathBuf>,
+    /// Carry the plan out (`--apply`); otherwise only the plan is shown.
+    pub apply: bool,
+    /// Back the database up first (not with `--no-backup`).
+    pub backup: bool,
+    /// Milliseconds since the epoch.
+    pub now: i64,
+}
+
+/// What `doctor repair` did: its JSON document, the diagnosis it carried out, and
+/// the state the rescan found after an apply.
+pub struct Repaired {
+    pub doc: Value,
+    pub diagnosis: Diagnosis,
+    pub after: Option<After>,
+}
+
+/// What the plan is made from (read at one snapshot).
+struct RepairRead {
+    diagnosis: Diagnosis,
+    targets: BTreeMap<String, Vec<Reason>>,
+    blocked: Vec<String>,
+    schema: SchemaInfo,
+    basis: Result<crate::db::write::WriteBasis, Vec<String>>,
+    binding: Option<String>,
+}
+
+/// Reads the diagnosis of `db` (`shown`: the workspace as its commands name it) and,
+/// with `apply`, carries its plan out.
+pub fn run(
+    db: &Path,
+    shown: &str,
+    req: &Request,
+    notes: &mut dyn Notes,
+) -> Result<Repaired, UserError> {
+    let shown = shown.to_owned();
+    let now = req.now;
+
+    // Everything the plan is made from, at one snapshot.
+    let read = Workspace::read(db, |ws| {
+        let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let (diagnosis, _) = diagnose_workspace(ws, &report, &shown)?;
+        let archived = ws.archived_sessions()?;
+        let targets = damaged_sessions(&report, &archived);
+        let mut blocked = Vec::new();
+        for s in targets.keys() {
+            let d = ws.deletion(s)?;
+            if !d.blockers.is_empty() {
+                blocked.push(format!("{s}: {}", d.blockers.join("; ")));
+            }
+        }
+        let facts = ws.schema_facts()?;
+        Ok(RepairRead {
+            diagnosis,
+            targets,
+            blocked,
+            schema: SchemaInfo {
+                user_version: facts.user_version,
+                registry: facts.registry.clone(),
+                capabilities: facts.capabilities.clone(),
+            },
+            basis: crate::db::write::write_basis(&facts),
+            binding: ws.root_binding()?,
+        })
+    })?;
+    let RepairRead {
+        diagnosis,
+        targets,
+        blocked,
+        schema,
+        basis,
+        binding,
+    } = read;
+
+    let mut doc = json!({
+        "schema_version": 1,
+        "command": "repair",
+        "workspace": shown,
+        "applied": false,
+        "backup": null,
+        "bundles": [],
+        "finalized_runs": 0,
+        "diagnosis": diagnosis,
+        "after": null,
+    });
+    let nothing = diagnosis.plan.steps.is_empty();
+    if !req.apply || nothing {
+        if !req.apply && !nothing {
+            match &diagnosis.plan.refused {
+                Some(why) => notes.note(&format!("dry run: nothing was written; {why}")),
+                None => notes.note(
+                    "dry run: nothing was written; run again with --apply to carry the plan out",
+                ),
+            }
+        }
+        return Ok(Repaired {
+            doc,
+            diagnosis,
+            after: None,
+        });
+    }
+    if !blocked.is_empty() {
+        return Err(UserError::new(
+            format!(
+                "Maka's own deletion of session(s) would fail ({}); nothing was changed",
+                blocked.join("; ")
+            ),
+            "run without --apply to see the blockers",
+        ));
+    }
+
+    // --apply: one lock, one backup, then each step in its own transaction.
+    let out_dir = req.out.clone().unwrap_or_else(|| default_out_dir(db));
+    // The bundle names the database file, as `doctor quarantine`'s does.
+    let file = db.display().to_string();
+    let refusal = basis_refusal(&basis);
+    let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
+    let quarantine = QuarantineWrite::new(&targets, &out_dir, &schema, &file, now, &basis);
+    let mut write = RepairWrite { db, quarantine };
+    let applied = apply(&target, &mut write, notes)?;
+    let (bundles, finalized) = applied.written;
+    doc["backup"] = json!(applied.backup);
+    doc["bundles"] = json!(bundles);
+    doc["finalized_runs"] = json!(finalized);
+    doc["applied"] = Value::Bool(true);
+    let after = &applied.after;
+    let state = After {
+        tool_writes_refused: after.maka_gate.tool_writes_refused,
+        startup_blocked: !startup_blockers(after, &applied.archived_after).is_empty(),
+        stuck_runs: after
+            .runs
+            .iter()
+            .filter(|r| r.state == RunState::Stuck)
+            .count(),
+    };
+    doc["after"] = after_json(&state);
+    Ok(Repaired {
+        doc,
+        diagnosis,
+        after: Some(state),
+    })
+}
+
+/// `after` in the JSON document.
+fn after_json(a: &After) -> Value {
+    json!({
+        "tool_writes_refused": a.tool_writes_refused,
+        "startup_blocked": a.startup_blocked,
+        "stuck_runs": a.stuck_runs,
+    })
+}
+
+/// Repair's part of an apply: quarantine's (when a session is damaged), then the
+/// finalize plan made on the file as the quarantine left it, written and verified.
+struct RepairWrite<'a> {
+    db: &'a Path,
+    quarantine: QuarantineWrite<'a>,
+}
+
+impl WritingCommand for RepairWrite<'_> {
+    type Staged = Option<crate::quarantine::apply::Staged>;
+    /// The bundles written, and how many runs were finalized.
+    type Written = (Vec<String>, usize);
+
+    fn check(&mut self) -> Result<(), UserError> {
+        if !self.quarantine.targets.is_empty() {
+            crate::quarantine::files::refuse_out_in_sessions(self.quarantine.out_dir, self.db)?;
+            self.quarantine.check()?;
+        }
+        Ok(())
+    }
+
+    fn stage(&mut self, writer: &Writer) -> Result<Self::Staged, UserError> {
+        if self.quarantine.targets.is_empty() {
+            return Ok(None);
+        }
+        self.quarantine.stage(writer).map(Some)
+    }
+
+    fn write(&mut self, step: Step<'_>, staged: Self::Staged) -> Result<Self::Written, UserError> {
+        let (db, writer, backup, notes) = (self.db, step.writer, step.backup, step.notes);
+        let mut bundles = Vec::new();
+        if let Some(staged) = staged {
+            let quarantine_step = Step {
+                writer,
+                backup,
+                notes: &mut *notes,
+            };
+            let (moved, _) = self.quarantine.write(quarantine_step, staged)?;
+            let out_dir = self.quarantine.out_dir;
+            bundles = self
+                .quarantine
+                .targets
+                .keys()
+                .map(|s| {
+                    out_dir
+                        .join(crate::quarantine::bundle_file_name(s))
+                        .display()
+                        .to_string()
+                })
+                .collect();
+            notes.note(&format!(
+                "quarantined {moved} session(s); bundles in {}",
+                out_dir.display()
+            ));
+        }
+        // Planned on the file as the quarantine left it.
+        let planning = plan_finalize(db, &PlanOptions::default())?;
+        let plan = planning.plan;
+        if !plan.plan.is_empty() {
+            if let Some(b) = backup {
+                if let Some(t) = backup_transcripts(&plan, b)? {
+                    notes.note(&format!("transcript backup: {t}"));
+                }
+            }
+            write_finalize(writer, &plan)?;
+            let all = ScanOptions {
+                all_runs: true,
+                ..ScanOptions::default()
+            };
+            let rescan = scan_path(db, all, &mut |_, _| {})?;
+            verify(&planning.report, &rescan, &plan)?;
+            notes.note(&format!("finalized {} run(s)", plan.plan.len()));
+        }
+        Ok((bundles, plan.plan.len()))
+    }
+}

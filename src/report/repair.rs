@@ -1,0 +1,75 @@
+//! `doctor repair` output: the diagnosis, what was carried out and the rescan, or the
+//! JSON document.
+
+use std::io::Write;
+
+use serde_json::{json, Value};
+
+use super::diagnosis::render_diagnosis;
+use super::sanitize::sanitize;
+use super::Format;
+use crate::repair::Repaired;
+
+/// The JSON document (`--format json`), or one `summary` record (`ndjson`).
+fn write_doc(out: &mut dyn Write, doc: &Value, format: Format) -> std::io::Result<()> {
+    {
+        if format == Format::Json {
+            serde_json::to_writer_pretty(&mut *out, doc)?;
+        } else {
+            serde_json::to_writer(&mut *out, &json!({"type": "summary", "data": doc}))?;
+        }
+        writeln!(out)
+    }
+}
+
+/// Writes what `doctor repair` did in `format`.
+pub fn render_repair(
+    out: &mut dyn Write,
+    repaired: &Repaired,
+    format: Format,
+) -> std::io::Result<()> {
+    let (doc, diagnosis, after) = (&repaired.doc, &repaired.diagnosis, repaired.after.as_ref());
+    if format != Format::Table {
+        return write_doc(out, doc, format);
+    }
+    {
+        writeln!(
+            out,
+            "workspace: {}",
+            sanitize(doc["workspace"].as_str().unwrap_or(""))
+        )?;
+        render_diagnosis(out, diagnosis)?;
+        if doc["applied"] == true {
+            writeln!(out, "carried out:")?;
+            if let Some(b) = doc["backup"].as_str() {
+                writeln!(out, "  backup: {}", sanitize(b))?;
+            }
+            for b in doc["bundles"].as_array().into_iter().flatten() {
+                writeln!(
+                    out,
+                    "  quarantined into {}",
+                    sanitize(b.as_str().unwrap_or(""))
+                )?;
+            }
+            writeln!(out, "  finalized {} run(s)", doc["finalized_runs"])?;
+        }
+        if let Some(a) = after {
+            writeln!(
+                out,
+                "rescan: tool writes {}; start-up {}; {} stuck run(s)",
+                if a.tool_writes_refused {
+                    "REFUSED"
+                } else {
+                    "accepted"
+                },
+                if a.startup_blocked {
+                    "BLOCKED"
+                } else {
+                    "not blocked"
+                },
+                a.stuck_runs
+            )?;
+        }
+        Ok(())
+    }
+}
