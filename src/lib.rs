@@ -21,6 +21,7 @@ pub mod db;
 pub mod diagnosis;
 pub mod doctor;
 pub mod event;
+pub mod excise;
 pub mod expect;
 pub mod fast_hash;
 pub mod finalize;

@@ -2,11 +2,12 @@
 //! and the dispatch from commands to the core.
 
 mod completions;
+mod excise;
 pub mod explain;
 pub mod finalize;
 mod info;
 mod printer;
-mod quarantine;
+pub(crate) mod quarantine;
 mod repair;
 mod replay;
 mod scan;
@@ -169,7 +170,10 @@ pub enum DoctorCommand {
     /// Set aside the sessions holding ledger damage, as Maka's conversation deletion
     /// removes them, each kept in a bundle
     Quarantine(quarantine::QuarantineArgs),
-    /// Put quarantined sessions back from their bundles
+    /// Remove only the damaged events (and what hangs on them) from the ledger,
+    /// keeping every conversation, each session's removed rows kept in a bundle
+    Excise(excise::ExciseArgs),
+    /// Put quarantined sessions, or excised events, back from their bundles
     Restore(quarantine::RestoreArgs),
     /// Make the workspace work again: the scan's plan (quarantine the damaged
     /// sessions, then finalize what is still stuck) as one command
@@ -186,6 +190,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         Command::Doctor(DoctorCommand::Quarantine(args)) => {
             quarantine::run_quarantine(&cli.global, &args, printer)
         }
+        Command::Doctor(DoctorCommand::Excise(args)) => excise::run(&cli.global, &args, printer),
         Command::Doctor(DoctorCommand::Restore(args)) => {
             quarantine::run_restore(&cli.global, &args, printer)
         }

@@ -269,7 +269,7 @@ fn io_err(what: &str, path: &Path, e: &std::io::Error) -> CliError {
 
 /// Writes `text` to `path` durably: a temporary file, fsync, rename, fsync of the
 /// directory.
-fn write_durably(path: &Path, text: &str) -> Result<(), CliError> {
+pub(crate) fn write_durably(path: &Path, text: &str) -> Result<(), CliError> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| io_err("write", path, &e))?;
     tmp.write_all(text.as_bytes())
@@ -363,6 +363,8 @@ fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bun
         schema: schema.clone(),
         tables: d.tables.clone(),
         quarantine: Some(Value::Object(meta)),
+        kind: Some("quarantine".into()),
+        excise: None,
     }
 }
 
@@ -914,6 +916,40 @@ pub(crate) fn write_quarantine(
     Ok((fresh.len(), notes))
 }
 
+/// The bundles read as excision bundles when every one is (`None` when none is; an
+/// error when kinds are mixed).
+fn excision_bundles(
+    paths: &[PathBuf],
+) -> Result<Option<Vec<crate::excise::apply::Parsed>>, CliError> {
+    let mut out = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            CliError::new(
+                format!("cannot read bundle `{}`: {e}", path.display()),
+                "name bundles written by `doctor quarantine --apply` or `doctor excise --apply`",
+            )
+        })?;
+        match Bundle::from_json_text(&text) {
+            Ok(b) if b.kind.as_deref() == Some("excise") => out.push((path, b)),
+            // Read (and refused if need be) by the quarantine restore.
+            _ => {}
+        }
+    }
+    if out.is_empty() {
+        return Ok(None);
+    }
+    if out.len() != paths.len() {
+        return Err(CliError::new(
+            "excision bundles and quarantine bundles were named together",
+            "restore them in two runs: the excision bundles, then the quarantine bundles",
+        ));
+    }
+    out.into_iter()
+        .map(|(p, b)| crate::excise::apply::parse_bundle(p, b))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// What a quarantine bundle says about how to put its session back.
 struct Parsed {
     path: PathBuf,
@@ -1137,6 +1173,13 @@ pub fn run_restore(
     let db = workspace::database_path(global.workspace()?)?;
     let shown = db.display().to_string();
     let now = now_ms()?;
+    // Excision bundles (`kind: "excise"`) have their own restore.
+    if let Some(excised) = excision_bundles(&args.bundles)? {
+        let doc =
+            crate::excise::apply::restore(&db, &excised, args.apply, args.no_backup, now, printer)?;
+        super::excise::print(printer, &doc, format)?;
+        return Ok(ExitStatus::Success);
+    }
     let parsed = args
         .bundles
         .iter()
