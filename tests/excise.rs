@@ -1,0 +1,479 @@
+//! `doctor excise` on copies of every damaged real workspace (`fixtures/`, copies of
+//! `../shared/maka-real` and `../shared/maka-releases`): the gate opens, start-up is
+//! not blocked, the schema is byte-identical, every session stays listed with its
+//! messages, no projection finding appears, the bundle replays, and `restore --apply`
+//! gives back every row, table by table. Refusals change nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use wsledger::bundle::{Bundle, Cell};
+use wsledger::db::Workspace;
+use wsledger::doctor::{scan_path, ScanOptions};
+use wsledger::quarantine::startup_blockers;
+
+const NOW: &str = "1800000000000";
+
+struct Ws {
+    dir: tempfile::TempDir,
+}
+
+impl Ws {
+    fn copy(from: &Path) -> Ws {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        let dest = dir.path().join("ws/runtime.sqlite");
+        std::fs::copy(from, &dest).unwrap();
+        let mut p = std::fs::metadata(&dest).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        p.set_readonly(false);
+        std::fs::set_permissions(&dest, p).unwrap();
+        Ws { dir }
+    }
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn db(&self) -> PathBuf {
+        self.root().join("runtime.sqlite")
+    }
+    fn bundles(&self) -> PathBuf {
+        self.root().join("wsledger-quarantine")
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_wsledger"))
+            .arg("--workspace")
+            .arg(self.root())
+            .args(args)
+            .env_remove("WSLEDGER_WORKSPACE")
+            .env_remove("WSLEDGER_BACKUP_DIR")
+            .env("WSLEDGER_NOW_MS", NOW)
+            .env("WSLEDGER_MAKA_CONTROL_DIR", self.dir.path().join("control"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    }
+    fn tables(&self) -> BTreeMap<String, Vec<Vec<Cell>>> {
+        Workspace::open_read_only(&self.db())
+            .unwrap()
+            .dump_tables()
+            .unwrap()
+    }
+    fn hash(&self) -> String {
+        hex::encode(Sha256::digest(std::fs::read(self.db()).unwrap()))
+    }
+    fn files(&self) -> BTreeSet<String> {
+        std::fs::read_dir(self.root())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+    fn excise_bundles(&self) -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(self.bundles())
+            .map(|d| d.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        v.retain(|p| p.to_string_lossy().contains(".excise-"));
+        v.sort();
+        v
+    }
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json_of(o: &Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Every workspace under `fixtures/` (the real ones and the releases') whose ledger
+/// Maka's gate refuses.
+fn damaged_workspaces() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![PathBuf::from("fixtures")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else if p.file_name().is_some_and(|n| n == "runtime.sqlite") {
+                let r = scan_path(&p, ScanOptions::default(), &mut |_, _| {}).unwrap();
+                if r.maka_gate.tool_writes_refused {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `sqlite_schema` rows, `user_version` and the schema registry's rows.
+type Schema = (Vec<Vec<Option<String>>>, i64, Vec<Vec<Cell>>);
+
+/// The schema as stored.
+fn schema(db: &Path) -> Schema {
+    let c = rusqlite::Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap();
+    let mut stmt = c
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema ORDER BY rowid")
+        .unwrap();
+    let objects = stmt
+        .query_map([], |r| {
+            Ok((0..4)
+                .map(|i| r.get::<_, Option<String>>(i).unwrap())
+                .collect::<Vec<_>>())
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let v: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    drop(stmt);
+    drop(c);
+    let dump = Workspace::open_read_only(db)
+        .unwrap()
+        .dump_tables()
+        .unwrap();
+    let registry = dump
+        .get("operational_schema_migrations")
+        .cloned()
+        .unwrap_or_default();
+    (objects, v, registry)
+}
+
+/// Session id → number of `session_messages` rows, for every listed session.
+fn listed_sessions(db: &Path) -> BTreeMap<String, usize> {
+    let ws = Workspace::open_read_only(db).unwrap();
+    let dump = ws.dump_tables().unwrap();
+    let mut out: BTreeMap<String, usize> = ws
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.session_id, 0))
+        .collect();
+    let messages = dump.get("session_messages").cloned().unwrap_or_default();
+    for row in messages {
+        if let Some(Cell::Text(s)) = row.first() {
+            let s = String::from_utf8_lossy(s).into_owned();
+            if let Some(n) = out.get_mut(&s) {
+                *n += 1;
+            }
+        }
+    }
+    out
+}
+
+fn projection_keys(db: &Path) -> BTreeSet<(String, Option<String>, Option<String>)> {
+    scan_path(db, ScanOptions::default(), &mut |_, _| {})
+        .unwrap()
+        .findings
+        .iter()
+        .filter(|f| f.code.starts_with("projection_"))
+        .map(|f| {
+            (
+                f.code.to_owned(),
+                f.session_id.clone(),
+                f.operation_id.clone(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn every_damaged_workspace_is_excised_keeping_its_sessions_and_restored_exactly() {
+    let all = damaged_workspaces();
+    assert!(all.len() >= 11, "{all:?}");
+    for path in all {
+        let name = path.display().to_string();
+        let ws = Ws::copy(&path);
+        let original = ws.tables();
+        let schema_before = schema(&ws.db());
+        let sessions_before = listed_sessions(&ws.db());
+        let projection_before = projection_keys(&ws.db());
+        assert!(!sessions_before.is_empty(), "{name}");
+
+        // The plan: every damaged session heals by excision.
+        let plan = json_of(&ws.run(&["doctor", "excise", "--format", "json"]));
+        assert_eq!(plan["command"], "excise");
+        assert_eq!(plan["applied"], false);
+        assert_eq!(plan["before"]["tool_writes_refused"], true, "{name}");
+        assert_eq!(plan["after"]["tool_writes_refused"], false, "{name}");
+        assert_eq!(plan["after"]["startup_blocked"], false, "{name}");
+        let planned = plan["sessions"].as_array().unwrap().clone();
+        assert!(!planned.is_empty(), "{name}");
+        for s in &planned {
+            assert_eq!(s["excised"], true, "{name}: {s}");
+            assert!(s["fallback"].is_null(), "{name}");
+            assert!(
+                s["cost"].as_str().unwrap().starts_with("removes "),
+                "{name}"
+            );
+            assert!(s["rows"]["runtime_events"].as_u64().unwrap() >= 1);
+        }
+        assert_eq!(ws.tables(), original, "{name}: a dry run writes nothing");
+
+        // Apply.
+        let done = json_of(&ws.run(&["doctor", "excise", "--apply", "--format", "json"]));
+        assert_eq!(done["applied"], true);
+        assert_eq!(done["after"]["tool_writes_refused"], false, "{name}");
+        assert_eq!(done["after"]["startup_blocked"], false, "{name}");
+        let report = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
+        assert!(!report.maka_gate.tool_writes_refused, "{name}");
+        assert!(report.issues.is_empty(), "{name}");
+        assert!(
+            startup_blockers(&report, &BTreeSet::new()).is_empty(),
+            "{name}"
+        );
+        assert_eq!(schema(&ws.db()), schema_before, "{name}: schema");
+        assert_eq!(
+            listed_sessions(&ws.db()),
+            sessions_before,
+            "{name}: sessions and their message counts"
+        );
+        assert!(
+            projection_keys(&ws.db()).is_subset(&projection_before),
+            "{name}: a new projection finding"
+        );
+
+        // Only the bundles' tables changed, and each lost exactly the bundle's rows.
+        let bundles = ws.excise_bundles();
+        assert_eq!(bundles.len(), planned.len(), "{name}");
+        let mut removed: BTreeMap<String, usize> = BTreeMap::new();
+        for b in &bundles {
+            let bundle = Bundle::from_json_text(&std::fs::read_to_string(b).unwrap()).unwrap();
+            assert_eq!(bundle.kind.as_deref(), Some("excise"));
+            for (t, rows) in &bundle.tables {
+                *removed.entry(t.clone()).or_default() += rows.len();
+                assert!(
+                    !["session_metadata", "session_messages"].contains(&t.as_str()),
+                    "{name}: {t} is never excised"
+                );
+            }
+            let excised: Vec<String> = bundle.excise.as_ref().unwrap()["events"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["event_id"].as_str().unwrap().to_owned())
+                .collect();
+            // The bundle replays and shows the excised events.
+            let o = Command::new(env!("CARGO_BIN_EXE_wsledger"))
+                .args([
+                    "replay",
+                    "--bundle",
+                    b.to_str().unwrap(),
+                    "--format",
+                    "json",
+                ])
+                .env_remove("WSLEDGER_WORKSPACE")
+                .output()
+                .unwrap();
+            assert!(o.status.code().unwrap() < 2, "{name}: {}", stderr(&o));
+            let text = String::from_utf8_lossy(&o.stdout);
+            for e in &excised {
+                assert!(text.contains(e.as_str()), "{name}: replay shows {e}");
+            }
+        }
+        let after = ws.tables();
+        for (t, rows) in &original {
+            let gone = removed.get(t).copied().unwrap_or(0);
+            assert_eq!(after[t].len() + gone, rows.len(), "{name}: table {t}");
+            if gone == 0 {
+                assert_eq!(&after[t], rows, "{name}: table {t} changed");
+            }
+        }
+        // A second run finds nothing to do.
+        let again = json_of(&ws.run(&["doctor", "excise", "--format", "json"]));
+        assert!(again["sessions"].as_array().unwrap().is_empty(), "{name}");
+
+        // Restore: every table as it was.
+        let mut args = vec!["doctor".to_owned(), "restore".into(), "--apply".into()];
+        args.extend(bundles.iter().map(|b| b.display().to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let o = ws.run(&args);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let restored = ws.tables();
+        assert_eq!(restored.len(), original.len());
+        for (t, rows) in &original {
+            assert_eq!(&restored[t], rows, "{name}: table {t} after restore");
+        }
+        // Restoring twice is refused and changes nothing.
+        let hash = ws.hash();
+        let o = ws.run(&args);
+        assert_eq!(o.status.code(), Some(2), "{name}");
+        assert_eq!(ws.hash(), hash);
+    }
+}
+
+#[test]
+fn a_healthy_workspace_has_an_empty_plan_and_apply_changes_nothing() {
+    let ws = Ws::copy(Path::new("fixtures/healthy/runtime.sqlite"));
+    let before = ws.hash();
+    let files = ws.files();
+    let doc = json_of(&ws.run(&["doctor", "excise", "--apply", "--format", "json"]));
+    assert!(doc["sessions"].as_array().unwrap().is_empty());
+    assert_eq!(doc["applied"], false);
+    assert!(doc["backup"].is_null());
+    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.files(), files, "no backup, no bundle directory");
+}
+
+#[test]
+fn table_and_ndjson_output_say_what_is_removed_and_from_which_conversation() {
+    let ws = Ws::copy(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
+    let o = ws.run(&["doctor", "excise"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains(
+            "cost    removes 1 tool result from conversation \"Old session (damaged in December)\""
+        ),
+        "{text}"
+    );
+    assert!(text.contains("orphan_response"), "{text}");
+    assert!(text.contains("after   tool writes refused: no"), "{text}");
+    let o = ws.run(&["doctor", "excise", "--format", "ndjson"]);
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["type"], "session");
+    assert_eq!(lines[1]["type"], "summary");
+}
+
+#[test]
+fn refusals_create_nothing() {
+    // The workspace-authority session.
+    let ws = Ws::copy(Path::new("fixtures/orphan-response/runtime.sqlite"));
+    let before = ws.hash();
+    let files = ws.files();
+    let o = ws.run(&[
+        "doctor",
+        "excise",
+        "--apply",
+        "--session",
+        "maka_workspace_authority",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(stderr(&o).contains("hint:"));
+    // A bundle directory that cannot be made.
+    let blocker = ws.dir.path().join("a-file");
+    std::fs::write(&blocker, "x").unwrap();
+    let out = blocker.join("bundles");
+    let o = ws.run(&[
+        "doctor",
+        "excise",
+        "--apply",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    // A bundle directory inside `sessions/`.
+    let inside = ws.root().join("sessions/x");
+    let o = ws.run(&[
+        "doctor",
+        "excise",
+        "--apply",
+        "--out",
+        inside.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.files(), files, "no backup, no bundle directory");
+}
+
+#[test]
+fn a_held_owner_lock_refuses_and_changes_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    let ws = Ws::copy(Path::new("fixtures/orphan-response/runtime.sqlite"));
+    let root = "0123456789abcdef".repeat(4);
+    let m = std::fs::metadata(ws.root()).unwrap();
+    std::fs::write(
+        ws.root().join(".maka-storage-root.json"),
+        format!(
+            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
+            m.dev(),
+            m.ino()
+        ),
+    )
+    .unwrap();
+    let before = ws.hash();
+    let files = ws.files();
+    let held = wsledger::lock::acquire(&ws.dir.path().join("control"), std::slice::from_ref(&root))
+        .unwrap();
+    let o = ws.run(&["doctor", "excise", "--apply"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
+    assert_eq!(ws.hash(), before);
+    assert_eq!(ws.files(), files, "no backup, no bundle directory");
+    drop(held);
+    let o = ws.run(&["doctor", "excise", "--apply"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ws.excise_bundles().len(), 1);
+}
+
+#[test]
+fn restore_refuses_mixed_kinds_and_another_schema() {
+    let ws = Ws::copy(Path::new("fixtures/orphan-response/runtime.sqlite"));
+    json_of(&ws.run(&[
+        "doctor",
+        "excise",
+        "--apply",
+        "--no-backup",
+        "--format",
+        "json",
+    ]));
+    let b = ws.excise_bundles().pop().unwrap();
+    // An old quarantine bundle (no `kind`) named with it.
+    let q = Ws::copy(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
+    json_of(&q.run(&[
+        "doctor",
+        "quarantine",
+        "--apply",
+        "--no-backup",
+        "--format",
+        "json",
+    ]));
+    let qb = std::fs::read_dir(q.bundles())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".bundle.json"))
+        .unwrap();
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(&qb).unwrap()).unwrap();
+    assert_eq!(doc["kind"], "quarantine");
+    doc.as_object_mut().unwrap().remove("kind");
+    let old = ws.dir.path().join("old.bundle.json");
+    std::fs::write(&old, serde_json::to_string(&doc).unwrap()).unwrap();
+    let before = ws.hash();
+    let o = ws.run(&[
+        "doctor",
+        "restore",
+        b.to_str().unwrap(),
+        old.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("together"), "{}", stderr(&o));
+    // Into a workspace of another release.
+    let other = Ws::copy(Path::new("fixtures/releases/v0.1.5/healthy/runtime.sqlite"));
+    let h = other.hash();
+    let o = other.run(&["doctor", "restore", "--apply", b.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(other.hash(), h);
+    assert_eq!(ws.hash(), before);
+    // A bundle written before `kind` existed is still a quarantine bundle.
+    let o = q.run(&[
+        "doctor",
+        "restore",
+        "--apply",
+        "--no-backup",
+        old.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
