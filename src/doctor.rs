@@ -1506,6 +1506,13 @@ pub fn diagnose_workspace(
         }
         let set_aside = counting.finish(ws)?;
         let apply_refusal = finalize.apply_refusal.clone();
+        // Excision is judged on a scan of a private copy with it applied: done only
+        // when something is damaged.
+        let excise = if damaged.is_empty() {
+            std::collections::BTreeMap::new()
+        } else {
+            crate::excise::choices(&crate::excise::plan_on(ws, report, &archived, &[])?)
+        };
         let d = diagnose(&Input {
             workspace: shown,
             report,
@@ -1518,6 +1525,7 @@ pub fn diagnose_workspace(
             events: &events,
             recorded_calls: &recorded_calls,
             apply_refusal,
+            excise: &excise,
         });
         Ok((d, finalize))
     })

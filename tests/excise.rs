@@ -477,3 +477,41 @@ fn restore_refuses_mixed_kinds_and_another_schema() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn repair_on_corrupt_ledger_keeps_both_sessions_accepts_tool_writes_and_leaves_no_stuck_run() {
+    let ws = Ws::copy(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
+    let sessions = listed_sessions(&ws.db());
+    assert_eq!(sessions.len(), 2);
+    let o = ws.run(&["doctor", "repair", "--apply"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    // The table says what was removed, and from which conversation.
+    assert!(
+        text.contains(
+            "  removed 1 tool result from conversation \"Old session (damaged in December)\" \
+             (7d91bf1b-a11e-44a9-8736-0a152a7c712a); bundle: "
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("rescan: tool writes accepted; start-up not blocked; 0 stuck run(s)"),
+        "{text}"
+    );
+    assert_eq!(
+        listed_sessions(&ws.db()),
+        sessions,
+        "both sessions, every message"
+    );
+    let report = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
+    assert!(!report.maka_gate.tool_writes_refused);
+    assert!(report
+        .runs
+        .iter()
+        .all(|r| r.state != wsledger::scan::runs::RunState::Stuck));
+    assert_eq!(ws.excise_bundles().len(), 1);
+    // A stuck run of an excised session is finalized after the excision too.
+    let o = ws.run(&["doctor", "finalize-runs", "--format", "json"]);
+    let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(plan["plan"].as_array().unwrap().is_empty(), "{plan:#}");
+}

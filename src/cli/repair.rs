@@ -35,6 +35,8 @@ struct RepairRead {
     schema: SchemaInfo,
     basis: Result<crate::db::write::WriteBasis, Vec<String>>,
     binding: Option<String>,
+    /// The excision the plan prefers (sessions it heals are not quarantined).
+    excise: crate::excise::ExcisePlan,
 }
 
 /// Make the workspace work again: the plan `doctor scan` ends with, as one command.
@@ -108,7 +110,11 @@ pub fn run(
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
         let (diagnosis, _) = diagnose_workspace(ws, &report, &shown)?;
         let archived = archived_sessions(ws)?;
-        let targets = damaged_sessions(&report, &archived);
+        let excise = crate::excise::plan_on(ws, &report, &archived, &[])?;
+        let mut targets = damaged_sessions(&report, &archived);
+        for p in excise.excised() {
+            targets.remove(&p.session_id);
+        }
         let mut blocked = Vec::new();
         for s in targets.keys() {
             let d = ws.deletion(s)?;
@@ -128,6 +134,7 @@ pub fn run(
             },
             basis: crate::db::write::write_basis(&facts),
             binding: ws.root_binding()?,
+            excise,
         })
     })?;
     let RepairRead {
@@ -137,7 +144,10 @@ pub fn run(
         schema,
         basis,
         binding,
+        excise,
     } = read;
+    let excised: Vec<&crate::excise::SessionPlan> = excise.excised().collect();
+    let stamp = crate::db::backup::utc_stamp(now);
 
     let mut doc = json!({
         "schema_version": 1,
@@ -146,6 +156,7 @@ pub fn run(
         "applied": false,
         "backup": null,
         "bundles": [],
+        "excised": [],
         "finalized_runs": 0,
         "diagnosis": diagnosis,
         "after": null,
@@ -185,7 +196,8 @@ pub fn run(
             .unwrap_or(Path::new("."))
             .join("wsledger-quarantine")
     });
-    if !targets.is_empty() {
+    let writes_bundles = !targets.is_empty() || !excised.is_empty();
+    if writes_bundles {
         refuse_out_in_sessions(&out_dir, &db)?;
         check_out_dir(&out_dir)?;
     }
@@ -197,16 +209,17 @@ pub fn run(
     writer
         .check_schema()
         .map_err(|e| CliError::new(e.to_string(), e.hint()))?;
+    let excise_fresh = crate::excise::apply::read_again(&writer, &excised)?;
     let (fresh, generation, folders) = if targets.is_empty() {
         (Vec::new(), None, Vec::new())
     } else {
         read_targets(&writer, &targets)?
     };
     // The bundle directory only under the lock; removed again on a refusal.
-    let mut made = if targets.is_empty() {
-        None
-    } else {
+    let mut made = if writes_bundles {
         Some(make_out_dir(&out_dir)?)
+    } else {
+        None
     };
     let backup = if args.no_backup {
         None
@@ -215,6 +228,43 @@ pub fn run(
     };
     recheck_after_backup(&db, &mut open_probe, backup.as_deref(), printer)?;
     doc["backup"] = json!(backup);
+    if !excised.is_empty() {
+        // Excision first: the sessions it heals keep their conversation.
+        let paths: Vec<PathBuf> = excised
+            .iter()
+            .map(|p| out_dir.join(crate::excise::bundle_file_name(&p.session_id, &stamp)))
+            .collect();
+        crate::excise::apply::write_excision(
+            &writer,
+            &excised,
+            &excise_fresh,
+            &paths,
+            &schema,
+            &db.display().to_string(),
+            now,
+            release.as_ref(),
+        )?;
+        if let Some(m) = made.as_mut() {
+            m.keep();
+        }
+        doc["excised"] = json!(excised
+            .iter()
+            .zip(&paths)
+            .map(|(p, b)| json!({
+                "session_id": p.session_id,
+                "name": p.name,
+                "events": p.targets,
+                "removed": p.removed_words(),
+                "bundle": b.display().to_string(),
+            }))
+            .collect::<Vec<_>>());
+        printer.note(&format!(
+            "excised {} event(s) from {} session(s); bundles in {}",
+            excised.iter().map(|p| p.targets.len()).sum::<usize>(),
+            excised.len(),
+            out_dir.display()
+        ));
+    }
     if !targets.is_empty() {
         // The bundle names the database file, as `doctor quarantine`'s does.
         let file = db.display().to_string();
@@ -316,6 +366,19 @@ fn finish(
             writeln!(out, "carried out:")?;
             if let Some(b) = doc["backup"].as_str() {
                 writeln!(out, "  backup: {}", sanitize(b))?;
+            }
+            for x in doc["excised"].as_array().into_iter().flatten() {
+                let from = crate::excise::conversation(
+                    x["session_id"].as_str().unwrap_or(""),
+                    x["name"].as_str(),
+                );
+                writeln!(
+                    out,
+                    "  removed {} from {}; bundle: {}",
+                    sanitize(x["removed"].as_str().unwrap_or("")),
+                    sanitize(&from),
+                    sanitize(x["bundle"].as_str().unwrap_or(""))
+                )?;
             }
             for b in doc["bundles"].as_array().into_iter().flatten() {
                 writeln!(

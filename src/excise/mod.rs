@@ -127,6 +127,15 @@ impl SessionPlan {
 
     /// The cost in words: "removes 1 tool result from conversation "X"".
     pub fn cost(&self) -> String {
+        format!(
+            "removes {} from {}; the conversation stays listed with its messages",
+            self.removed_words(),
+            conversation(&self.session_id, self.name.as_deref())
+        )
+    }
+
+    /// What goes, counted in the user's terms: "1 tool result".
+    pub fn removed_words(&self) -> String {
         let kinds: Vec<Option<String>> = self
             .targets
             .iter()
@@ -138,11 +147,7 @@ impl SessionPlan {
             .zip(&kinds)
             .map(|(t, k)| noun(&t.code, k.as_deref()))
             .collect();
-        format!(
-            "removes {} from {}; the conversation stays listed with its messages",
-            count_words(&nouns),
-            conversation(&self.session_id, self.name.as_deref())
-        )
+        count_words(&nouns)
     }
 }
 
@@ -167,6 +172,20 @@ impl ExcisePlan {
     pub fn excised(&self) -> impl Iterator<Item = &SessionPlan> {
         self.sessions.iter().filter(|s| s.excised())
     }
+}
+
+/// Per planned session: `Ok(cost)` when the excision heals it, `Err(why not)`.
+pub fn choices(plan: &ExcisePlan) -> BTreeMap<String, Result<String, String>> {
+    plan.sessions
+        .iter()
+        .map(|p| {
+            let c = match &p.fallback {
+                None => Ok(p.cost()),
+                Some(why) => Err(why.clone()),
+            };
+            (p.session_id.clone(), c)
+        })
+        .collect()
 }
 
 /// Projection findings of `after` that `before` does not have (keyed without the
