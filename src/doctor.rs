@@ -546,6 +546,8 @@ pub fn scan_workspace(
             report.recount();
         }
     }
+    // Gaps left by `doctor excise` are told apart from other gaps.
+    crate::excise::gaps::explain(ws, &mut report)?;
     Ok(report)
 }
 

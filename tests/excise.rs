@@ -515,3 +515,51 @@ fn repair_on_corrupt_ledger_keeps_both_sessions_accepts_tool_writes_and_leaves_n
     let plan: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(plan["plan"].as_array().unwrap().is_empty(), "{plan:#}");
 }
+
+#[test]
+fn gaps_an_excision_bundle_explains_are_info_naming_it_and_other_gaps_stay_warnings() {
+    let ws = Ws::copy(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
+    json_of(&ws.run(&[
+        "doctor",
+        "excise",
+        "--apply",
+        "--no-backup",
+        "--format",
+        "json",
+    ]));
+    let bundle = ws.excise_bundles().pop().unwrap();
+    let codes = |db: &Path| {
+        scan_path(db, ScanOptions::default(), &mut |_, _| {})
+            .unwrap()
+            .findings
+            .into_iter()
+            .filter(|f| f.code.contains("gap"))
+            .map(|f| (f.code.to_owned(), f.severity.as_str(), f.message))
+            .collect::<Vec<_>>()
+    };
+    let found = codes(&ws.db());
+    let got: BTreeSet<(&str, &str)> = found.iter().map(|(c, s, _)| (c.as_str(), *s)).collect();
+    assert_eq!(
+        got,
+        BTreeSet::from([
+            ("event_seq_gap_excised", "info"),
+            ("ordinal_gap_excised", "info")
+        ]),
+        "{found:?}"
+    );
+    let name = bundle.display().to_string();
+    assert!(found.iter().all(|(_, _, m)| m.contains(&name)), "{found:?}");
+    // Moved away, the bundle explains nothing: the gaps are warnings again.
+    std::fs::rename(&bundle, ws.dir.path().join("elsewhere.json")).unwrap();
+    let got: BTreeSet<(String, &str)> = codes(&ws.db())
+        .into_iter()
+        .map(|(c, s, _)| (c, s))
+        .collect();
+    assert_eq!(
+        got,
+        BTreeSet::from([
+            ("event_seq_gap".to_owned(), "warning"),
+            ("ordinal_gap".to_owned(), "warning")
+        ])
+    );
+}

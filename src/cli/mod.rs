@@ -175,8 +175,9 @@ pub enum DoctorCommand {
     Excise(excise::ExciseArgs),
     /// Put quarantined sessions, or excised events, back from their bundles
     Restore(quarantine::RestoreArgs),
-    /// Make the workspace work again: the scan's plan (quarantine the damaged
-    /// sessions, then finalize what is still stuck) as one command
+    /// Make the workspace work again: the scan's plan (excise the damaged events,
+    /// quarantine the sessions excision cannot heal, then finalize what is still
+    /// stuck) as one command
     Repair(repair::RepairArgs),
 }
 

@@ -55,7 +55,9 @@ pub struct QuarantineArgs {
     pub no_backup: bool,
 }
 
-/// Put quarantined sessions back from their bundles, every row and column as it was.
+/// Put quarantined sessions (or excised events) back from their bundles, every row and
+/// column as it was. Excision bundles (`kind: "excise"`) and quarantine bundles are
+/// restored in separate runs; a bundle without `kind` is a quarantine bundle.
 ///
 /// Without `--apply` it checks the bundles against the workspace and prints what it
 /// would restore. With `--apply` it takes Maka's owner lock, refuses while another
@@ -65,7 +67,7 @@ pub struct QuarantineArgs {
 /// workspace.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
-    /// Bundles written by `doctor quarantine --apply`
+    /// Bundles written by `doctor quarantine --apply` or `doctor excise --apply`
     #[arg(value_name = "BUNDLE", required = true)]
     pub bundles: Vec<PathBuf>,
     /// Write (default: dry run, nothing is written)

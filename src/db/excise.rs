@@ -440,3 +440,72 @@ impl Workspace {
         Ok(ws)
     }
 }
+
+/// The values of `1..=max(values)` missing from sorted, distinct `values`; `None` when
+/// there are implausibly many (a hostile value far past the rest).
+fn missing(values: &[i64]) -> Option<Vec<i64>> {
+    let max = *values.last()?;
+    let n = i64::try_from(values.len()).ok()?;
+    if max.saturating_sub(n) > 100_000 {
+        return None;
+    }
+    let have: BTreeSet<i64> = values.iter().copied().collect();
+    Some((1..=max).filter(|v| !have.contains(v)).collect())
+}
+
+impl Workspace {
+    /// The invocation of `event_id` and the `event_seq` values missing from it.
+    pub fn missing_event_seqs(
+        &self,
+        event_id: &str,
+    ) -> Result<Option<(String, Vec<i64>)>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let inv: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT invocation_id FROM runtime_events WHERE event_id = ?1",
+                params![event_id],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows
+                | rusqlite::Error::FromSqlConversionFailure(..)
+                | rusqlite::Error::InvalidColumnType(..) => Ok(None),
+                other => Err(other),
+            })
+            .map_err(e)?;
+        let Some(inv) = inv else { return Ok(None) };
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT DISTINCT event_seq FROM runtime_events WHERE invocation_id = ?1 \
+                 AND typeof(event_seq) = 'integer' ORDER BY event_seq",
+            )
+            .map_err(e)?;
+        let seqs: Vec<i64> = stmt
+            .query_map(params![inv], |r| r.get(0))
+            .map_err(e)?
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        Ok(missing(&seqs).map(|m| (inv, m)))
+    }
+
+    /// The ordinals missing from `session`'s `1..=max`.
+    pub fn missing_ordinals(&self, session: &str) -> Result<Option<Vec<i64>>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT ordinal FROM runtime_session_event_ordinals WHERE session_id = ?1 \
+                 AND typeof(ordinal) = 'integer' ORDER BY ordinal",
+            )
+            .map_err(e)?;
+        let ords: Vec<i64> = stmt
+            .query_map(params![session], |r| r.get(0))
+            .map_err(e)?
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        Ok(missing(&ords))
+    }
+}

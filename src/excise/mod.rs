@@ -10,6 +10,7 @@
 //! needed (`fallback`). [`apply`] owns the order of the writing steps.
 
 pub mod apply;
+pub mod gaps;
 
 use std::collections::{BTreeMap, BTreeSet};
 
