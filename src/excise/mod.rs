@@ -54,8 +54,10 @@ pub fn targets(report: &ScanReport, only: &[String]) -> BTreeMap<String, Vec<Tar
             });
         }
     }
-    // An event named twice (two issues) is excised once, under its first code.
+    // An event named twice (two issues) is excised once, under its first code. The
+    // workspace-authority session is never touched (as quarantine never touches it).
     out.into_iter()
+        .filter(|(s, _)| s != crate::scan::WORKSPACE_AUTHORITY_SESSION)
         .filter(|(s, _)| only.is_empty() || only.contains(s))
         .map(|(s, set)| {
             let mut seen = BTreeSet::new();
