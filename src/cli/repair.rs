@@ -18,7 +18,8 @@ use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::diagnosis::After;
 use crate::doctor::{
-    archived_sessions, diagnose_workspace, plan_finalize, scan_path, scan_workspace, ScanOptions,
+    archived_sessions, diagnose_workspace_with, plan_finalize, scan_path, scan_workspace,
+    ScanOptions,
 };
 use crate::finalize::PlanOptions;
 use crate::quarantine::{damaged_sessions, startup_blockers};
@@ -111,9 +112,10 @@ pub fn run(
     // Everything the plan is made from, at one snapshot.
     let read = Workspace::read(&db, |ws| {
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
-        let (diagnosis, _) = diagnose_workspace(ws, &report, &shown)?;
         let archived = archived_sessions(ws)?;
+        // Made once: the diagnosis's plan and the writes below follow the same one.
         let excise = crate::excise::plan_on(ws, &report, &archived, &[])?;
+        let (diagnosis, _) = diagnose_workspace_with(ws, &report, &shown, Some(&excise))?;
         let mut targets = damaged_sessions(&report, &archived);
         for p in excise.excised() {
             targets.remove(&p.session_id);
