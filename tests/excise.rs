@@ -563,3 +563,115 @@ fn gaps_an_excision_bundle_explains_are_info_naming_it_and_other_gaps_stay_warni
         ])
     );
 }
+
+#[test]
+fn an_excised_dispatch_takes_its_operation_and_journal_rows_and_a_referencing_row_blocks() {
+    let ws = Ws::copy(Path::new("fixtures/healthy/runtime.sqlite"));
+    let c = rusqlite::Connection::open(ws.db()).unwrap();
+    let (op, call, dispatch, session): (String, String, String, String) = c
+        .query_row(
+            "SELECT o.operation_id, o.call_event_id, o.dispatch_event_id, e.session_id \
+             FROM tool_operations o JOIN runtime_events e ON e.event_id = o.dispatch_event_id \
+             ORDER BY o.operation_id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .unwrap();
+    let journal: i64 = c
+        .query_row(
+            "SELECT count(*) FROM tool_journal_events WHERE operation_id = ?1 \
+             OR runtime_event_id = ?2",
+            [&op, &dispatch],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(journal >= 1);
+    let w = Workspace::open_read_only(&ws.db()).unwrap();
+    let x = w
+        .excision(&session, std::slice::from_ref(&dispatch))
+        .unwrap();
+    assert!(x.blockers.is_empty(), "{:?}", x.blockers);
+    assert_eq!(x.rows("runtime_events").len(), 1);
+    assert_eq!(x.rows("runtime_session_event_ordinals").len(), 1);
+    assert_eq!(x.rows("tool_operations").len(), 1);
+    assert_eq!(x.rows("tool_journal_events").len() as i64, journal);
+    // The copy with the excision applied lost exactly those rows; the file nothing.
+    let before = w.dump_tables().unwrap();
+    let copy = w.excised_copy(std::slice::from_ref(&x)).unwrap();
+    let after = copy.dump_tables().unwrap();
+    for (t, rows) in &before {
+        assert_eq!(
+            after[t].len() + x.rows(t).len(),
+            rows.len(),
+            "table {t} of the excised copy"
+        );
+    }
+    drop(copy);
+    assert_eq!(w.dump_tables().unwrap(), before);
+    drop(w);
+    // A row that references the event through a key without a cascade blocks it.
+    c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    c.execute(
+        "INSERT INTO runtime_workspace_epochs VALUES ('w', 'e', 'r', 'i', 'managed_worktree', \
+         'sha1', 'c', 't', 'v', 'd', 'git_tree_materialized_with_fixed_config_v1', 'p', \
+         'maka_workspace_authority', 'ai', 'ar', 'at', ?1, 1, 0)",
+        [&call],
+    )
+    .unwrap();
+    drop(c);
+    let w = Workspace::open_read_only(&ws.db()).unwrap();
+    let x = w.excision(&session, &[call]).unwrap();
+    assert_eq!(x.blockers.len(), 1, "{:?}", x.blockers);
+    assert!(x.blockers[0].contains("runtime_workspace_epochs"));
+}
+
+#[test]
+fn where_excision_cannot_heal_the_plan_falls_back_to_quarantine_and_says_why() {
+    let ws = Ws::copy(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
+    let orphan = "fca88b95-bf99-4172-bc37-52b9b4d96c87";
+    let c = rusqlite::Connection::open(ws.db()).unwrap();
+    c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    c.execute(
+        "INSERT INTO runtime_workspace_epochs VALUES ('w', 'e', 'r', 'i', 'managed_worktree', \
+         'sha1', 'c', 't', 'v', 'd', 'git_tree_materialized_with_fixed_config_v1', 'p', \
+         'maka_workspace_authority', 'ai', 'ar', 'at', ?1, 1, 0)",
+        [orphan],
+    )
+    .unwrap();
+    drop(c);
+    let before = ws.hash();
+    let doc = json_of(&ws.run(&["doctor", "excise", "--apply", "--format", "json"]));
+    assert_eq!(doc["applied"], false, "nothing excised: {doc:#}");
+    let s = &doc["sessions"][0];
+    assert_eq!(s["excised"], false);
+    assert!(
+        s["fallback"]
+            .as_str()
+            .unwrap()
+            .contains("runtime_workspace_epochs"),
+        "{s}"
+    );
+    assert_eq!(ws.hash(), before);
+    assert!(ws.excise_bundles().is_empty());
+    let o = ws.run(&["doctor", "scan", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let scan: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &scan["diagnosis"];
+    let damaged = &d["damaged_sessions"][0];
+    assert_eq!(damaged["remedy"], "quarantine");
+    assert!(damaged["excise_fallback"]
+        .as_str()
+        .unwrap()
+        .contains("runtime_workspace_epochs"));
+    let actions: Vec<&str> = d["plan"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["quarantine", "finalize_runs"]);
+    assert!(d["plan"]["steps"][0]["costs"]
+        .as_str()
+        .unwrap()
+        .contains("hides conversation \"Old session (damaged in December)\""));
+}
