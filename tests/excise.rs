@@ -289,6 +289,19 @@ fn every_damaged_workspace_is_excised_keeping_its_sessions_and_restored_exactly(
         // A second run finds nothing to do.
         let again = json_of(&ws.run(&["doctor", "excise", "--format", "json"]));
         assert!(again["sessions"].as_array().unwrap().is_empty(), "{name}");
+        // Then finalize-runs closes every stuck run, as Maka's start-up would.
+        let fin = Ws::copy(&ws.db());
+        let o = fin.run(&["doctor", "finalize-runs", "--apply", "--no-backup"]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let r = scan_path(&fin.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
+        assert!(!r.maka_gate.tool_writes_refused, "{name}");
+        assert!(
+            r.runs
+                .iter()
+                .all(|x| x.state != wsledger::scan::runs::RunState::Stuck),
+            "{name}: a stuck run is left after finalize-runs"
+        );
+        assert!(startup_blockers(&r, &BTreeSet::new()).is_empty(), "{name}");
 
         // Restore: every table as it was.
         let mut args = vec!["doctor".to_owned(), "restore".into(), "--apply".into()];
