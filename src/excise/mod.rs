@@ -303,6 +303,7 @@ pub fn plan_on(
             fallback,
         });
     }
+    let rules = crate::release::recognize(&ws.schema_facts()?).rules();
     // At most as many rounds as sessions: each round either settles or drops one.
     let mut predicted = None;
     for _ in 0..=sessions.len() {
@@ -316,7 +317,14 @@ pub fn plan_on(
             break;
         }
         let copy = ws.excised_copy(&chosen)?;
-        let after = scan_workspace(&copy, ScanOptions::default(), &mut |_, _| {})?;
+        // Judged under the rules of the release that wrote the file (naming them
+        // skips the upgrade preview, which the judgement does not read).
+        let opts = ScanOptions {
+            no_total: true,
+            rules: Some(rules),
+            ..ScanOptions::default()
+        };
+        let after = scan_workspace(&copy, opts, &mut |_, _| {})?;
         let changed = judge(report, &after, archived, &mut sessions);
         predicted = Some(after);
         if !changed {
