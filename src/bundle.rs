@@ -85,6 +85,13 @@ pub struct Bundle {
     /// the tombstone and catalog generation it changed), for `doctor restore`.
     /// Written under the top-level key `quarantine`; replay ignores it.
     pub quarantine: Option<Value>,
+    /// `kind`: `quarantine` (a whole session set aside) or `excise` (single damaged
+    /// facts removed); absent in bundles written before excision existed, which
+    /// `doctor restore` reads as quarantine bundles, and in replay exports.
+    pub kind: Option<String>,
+    /// Set by `doctor excise`: the excised events and rowids, for `doctor restore`.
+    /// Written under the top-level key `excise`; replay ignores it.
+    pub excise: Option<Value>,
 }
 
 /// Why a document is not a readable session bundle.
@@ -117,6 +124,9 @@ impl Bundle {
         let mut doc = Map::new();
         doc.insert("format".into(), Value::from(FORMAT));
         doc.insert("version".into(), Value::from(VERSION));
+        if let Some(k) = &self.kind {
+            doc.insert("kind".into(), Value::from(k.clone()));
+        }
         doc.insert("session_id".into(), Value::from(self.session_id.clone()));
         let versions = |m: &Option<BTreeMap<String, i64>>| match m {
             None => Value::Null,
@@ -149,6 +159,9 @@ impl Bundle {
         doc.insert("tables".into(), Value::Object(tables));
         if let Some(q) = &self.quarantine {
             doc.insert("quarantine".into(), q.clone());
+        }
+        if let Some(x) = &self.excise {
+            doc.insert("excise".into(), x.clone());
         }
         Value::Object(doc)
     }
@@ -253,11 +266,23 @@ impl Bundle {
             Some(q @ Value::Object(_)) => Some(q.clone()),
             Some(_) => return Err(shape("`quarantine` is not an object")),
         };
+        let kind = match doc.get("kind") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(k)) => Some(k.clone()),
+            Some(_) => return Err(shape("`kind` is not a string")),
+        };
+        let excise = match doc.get("excise") {
+            None | Some(Value::Null) => None,
+            Some(x @ Value::Object(_)) => Some(x.clone()),
+            Some(_) => return Err(shape("`excise` is not an object")),
+        };
         Ok(Bundle {
             session_id,
             schema,
             tables,
             quarantine,
+            kind,
+            excise,
         })
     }
 }
@@ -353,6 +378,8 @@ mod tests {
                 ("empty".into(), vec![]),
             ],
             quarantine: Some(serde_json::json!({"sessions": ["s-1"]})),
+            kind: Some("quarantine".into()),
+            excise: None,
         }
     }
 

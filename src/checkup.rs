@@ -1,5 +1,6 @@
-//! `doctor scan` as a whole, over one workspace or several: the scan, its diagnosis
-//! (composed here: the scan does not know the diagnosis), the `--session`/`--run`
+//! `doctor scan` as a whole, over one workspace or several: the scan, the gaps an
+//! excision explains, its diagnosis (composed here: the scan knows neither), the
+//! `--session`/`--run`
 //! filters, and the expectations (`--expect`, `--baseline`, `--write-expect`).
 
 use std::path::PathBuf;
@@ -152,6 +153,8 @@ fn check_one<B: Progress>(
     // The scan and the diagnosis's reads at one snapshot.
     let result = crate::db::Workspace::read(&db, |ws| {
         let mut report = scan_workspace(ws, opts, &mut progress)?;
+        // Gaps left by `doctor excise` are told apart from other gaps.
+        crate::excise::gaps::explain(ws, &mut report)?;
         // The diagnosis covers the whole file, as the gate does, whatever the filters.
         let (d, finalize) = diagnose_workspace(ws, &report, &shown)?;
         align_hints(&mut report.findings, &d, &finalize);

@@ -170,6 +170,14 @@ codes! {
     "Memory-extraction cursors may skip or repeat events.",
     "Rows deleted by hand.",
     "Nothing urgent.";
+    "event_seq_gap_excised", Info, "an invocation's event_seq gap is the events `doctor excise` removed",
+    "None for the gate: the excised events were damaged facts Maka refused to build on. A continuation-prefix read of that invocation still sees the gap.",
+    "`wsledger doctor excise --apply` removed the events; the excision bundle named in the message holds them.",
+    "Nothing is required. `wsledger doctor restore BUNDLE --apply` puts the events back (and the damage with them).";
+    "ordinal_gap_excised", Info, "a session's ordinal gap is the ordinal rows `doctor excise` removed",
+    "Memory-extraction cursors pass over the missing ordinals; nothing else reads them.",
+    "`wsledger doctor excise --apply` removed the events, and their ordinal rows cascaded; the excision bundle named in the message holds them.",
+    "Nothing is required. `wsledger doctor restore BUNDLE --apply` puts them back.";
     "projection_operation_missing", Warning, "a dispatched operation in the log has no tool_operations row",
     "Maka's recovery lists unsettled operations from the projection and would miss this one.",
     "A projection write lost, or rows deleted by hand.",

@@ -9,9 +9,9 @@
 //! - `scan`: the walk of the ledger (`scan::pipeline`: its threads and queues), runs,
 //!   start-up blockers and the upgrade preview (`scan::release`).
 //! - One room per capability, each a pure plan plus one `run`/`apply` owning the order
-//!   of its steps: `finalize`, `quarantine` (with `restore`), `repair`, `diagnosis`,
-//!   `replay`, `info`, `checkup` (`doctor scan`: the scan, its diagnosis and
-//!   expectations, composed).
+//!   of its steps: `finalize`, `quarantine` (with `restore`, of both bundle kinds),
+//!   `excise`, `repair`, `diagnosis`, `replay`, `info`, `checkup` (`doctor scan`: the
+//!   scan, the gaps an excision explains, its diagnosis and expectations, composed).
 //! - `apply`: the one scaffold every writing command goes through (owner lock and
 //!   open-file check, backup, one `BEGIN IMMEDIATE` transaction, rescan).
 //! - `lock`: Maka's owner lock and the open-file probe (`unsafe` for
@@ -32,6 +32,7 @@ pub mod db;
 pub mod diagnosis;
 pub mod error;
 pub mod event;
+pub mod excise;
 pub mod expect;
 pub mod fast_hash;
 pub mod finalize;

@@ -1,6 +1,7 @@
 //! `doctor repair`: the scan's plan as one command. It reads the diagnosis, then
-//! (through [`crate::apply`], one lock and one backup) sets the damaged sessions aside
-//! as `doctor quarantine` does and finalizes what is still stuck as
+//! (through [`crate::apply`], one lock and one backup) removes the damaged events as
+//! `doctor excise` does wherever that heals the session, sets the other damaged
+//! sessions aside as `doctor quarantine` does and finalizes what is still stuck as
 //! `doctor finalize-runs` does, then reports the state the rescan finds.
 
 use std::collections::BTreeMap;
@@ -12,8 +13,10 @@ use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
 use crate::bundle::SchemaInfo;
 use crate::db::write::Writer;
 use crate::db::Workspace;
-use crate::diagnosis::{diagnose_workspace, After, Diagnosis};
+use crate::diagnosis::{diagnose_workspace_with, After, Diagnosis};
 use crate::error::UserError;
+use crate::excise::apply::ExciseWrite;
+use crate::excise::{ExcisePlan, SessionPlan};
 use crate::finalize::apply::{backup_transcripts, verify, write_finalize};
 use crate::finalize::{plan_finalize, PlanOptions};
 use crate::notes::Notes;
@@ -50,6 +53,8 @@ struct RepairRead {
     schema: SchemaInfo,
     basis: Result<crate::db::write::WriteBasis, Vec<String>>,
     binding: Option<String>,
+    /// The excision the plan prefers (sessions it heals are not quarantined).
+    excise: ExcisePlan,
 }
 
 /// Reads the diagnosis of `db` (`shown`: the workspace as its commands name it) and,
@@ -66,9 +71,14 @@ pub fn run(
     // Everything the plan is made from, at one snapshot.
     let read = Workspace::read(db, |ws| {
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
-        let (diagnosis, _) = diagnose_workspace(ws, &report, &shown)?;
         let archived = ws.archived_sessions()?;
-        let targets = damaged_sessions(&report, &archived);
+        // Made once: the diagnosis's plan and the writes below follow the same one.
+        let excise = crate::excise::plan_on(ws, &report, &archived, &[])?;
+        let (diagnosis, _) = diagnose_workspace_with(ws, &report, &shown, Some(&excise))?;
+        let mut targets = damaged_sessions(&report, &archived);
+        for p in excise.excised() {
+            targets.remove(&p.session_id);
+        }
         let mut blocked = Vec::new();
         for s in targets.keys() {
             let d = ws.deletion(s)?;
@@ -81,13 +91,10 @@ pub fn run(
             diagnosis,
             targets,
             blocked,
-            schema: SchemaInfo {
-                user_version: facts.user_version,
-                registry: facts.registry.clone(),
-                capabilities: facts.capabilities.clone(),
-            },
+            schema: facts.bundle_schema(),
             basis: crate::db::write::write_basis(&facts),
             binding: ws.root_binding()?,
+            excise,
         })
     })?;
     let RepairRead {
@@ -97,7 +104,9 @@ pub fn run(
         schema,
         basis,
         binding,
+        excise,
     } = read;
+    let excised: Vec<&SessionPlan> = excise.excised().collect();
 
     let mut doc = json!({
         "schema_version": 1,
@@ -106,6 +115,7 @@ pub fn run(
         "applied": false,
         "backup": null,
         "bundles": [],
+        "excised": [],
         "finalized_runs": 0,
         "diagnosis": diagnosis,
         "after": null,
@@ -143,10 +153,17 @@ pub fn run(
     let refusal = basis_refusal(&basis);
     let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
     let quarantine = QuarantineWrite::new(&targets, &out_dir, &schema, &file, now, &basis);
-    let mut write = RepairWrite { db, quarantine };
+    let excise = (!excised.is_empty())
+        .then(|| ExciseWrite::new(excised, &out_dir, &schema, &file, now, &basis));
+    let mut write = RepairWrite {
+        db,
+        excise,
+        quarantine,
+    };
     let applied = apply(&target, &mut write, notes)?;
-    let (bundles, finalized) = applied.written;
+    let (excised, bundles, finalized) = applied.written;
     doc["backup"] = json!(applied.backup);
+    doc["excised"] = json!(excised);
     doc["bundles"] = json!(bundles);
     doc["finalized_runs"] = json!(finalized);
     doc["applied"] = Value::Bool(true);
@@ -177,20 +194,29 @@ fn after_json(a: &After) -> Value {
     })
 }
 
-/// Repair's part of an apply: quarantine's (when a session is damaged), then the
-/// finalize plan made on the file as the quarantine left it, written and verified.
+/// Repair's part of an apply: excision's (when it heals a damaged session), then
+/// quarantine's (for the damaged sessions it does not heal), then the finalize plan
+/// made on the file as they left it, written and verified.
 struct RepairWrite<'a> {
     db: &'a Path,
+    excise: Option<ExciseWrite<'a>>,
     quarantine: QuarantineWrite<'a>,
 }
 
+/// What repair stages under the lock: excision's, then quarantine's.
+type RepairStaged = (
+    Option<crate::excise::apply::Staged>,
+    Option<crate::quarantine::apply::Staged>,
+);
+
 impl WritingCommand for RepairWrite<'_> {
-    type Staged = Option<crate::quarantine::apply::Staged>;
-    /// The bundles written, and how many runs were finalized.
-    type Written = (Vec<String>, usize);
+    type Staged = RepairStaged;
+    /// The sessions excised (as the JSON lists them), the quarantine bundles written,
+    /// and how many runs were finalized.
+    type Written = (Vec<Value>, Vec<String>, usize);
 
     fn check(&mut self) -> Result<(), UserError> {
-        if !self.quarantine.targets.is_empty() {
+        if self.excise.is_some() || !self.quarantine.targets.is_empty() {
             crate::quarantine::files::refuse_out_in_sessions(self.quarantine.out_dir, self.db)?;
             self.quarantine.check()?;
         }
@@ -198,14 +224,43 @@ impl WritingCommand for RepairWrite<'_> {
     }
 
     fn stage(&mut self, writer: &Writer) -> Result<Self::Staged, UserError> {
+        let excise = match self.excise.as_mut() {
+            Some(x) => Some(x.stage(writer)?),
+            None => None,
+        };
         if self.quarantine.targets.is_empty() {
-            return Ok(None);
+            return Ok((excise, None));
         }
-        self.quarantine.stage(writer).map(Some)
+        Ok((excise, Some(self.quarantine.stage(writer)?)))
     }
 
     fn write(&mut self, step: Step<'_>, staged: Self::Staged) -> Result<Self::Written, UserError> {
         let (db, writer, backup, notes) = (self.db, step.writer, step.backup, step.notes);
+        let (excise_staged, staged) = staged;
+        let mut excised = Vec::new();
+        if let (Some(x), Some(x_staged)) = (self.excise.as_mut(), excise_staged) {
+            // Excision first: the sessions it heals keep their conversation.
+            let excise_step = Step {
+                writer,
+                backup,
+                notes: &mut *notes,
+            };
+            x.write(excise_step, x_staged)?;
+            excised = x
+                .chosen
+                .iter()
+                .zip(&x.paths)
+                .map(|(p, b)| {
+                    json!({
+                        "session_id": p.session_id,
+                        "name": p.name,
+                        "events": p.targets,
+                        "removed": p.removed_words(),
+                        "bundle": b.display().to_string(),
+                    })
+                })
+                .collect();
+        }
         let mut bundles = Vec::new();
         if let Some(staged) = staged {
             let quarantine_step = Step {
@@ -249,6 +304,6 @@ impl WritingCommand for RepairWrite<'_> {
             verify(&planning.report, &rescan, &plan)?;
             notes.note(&format!("finalized {} run(s)", plan.plan.len()));
         }
-        Ok((bundles, plan.plan.len()))
+        Ok((excised, bundles, plan.plan.len()))
     }
 }

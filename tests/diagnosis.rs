@@ -206,17 +206,32 @@ fn a_damaged_session_has_its_title_costs_and_producer() {
         d["blast_radius"],
         "damage in 1 session(s) makes Maka refuse tool writes in all 2 session(s) of this workspace"
     );
-    // Quarantine first, then finalize what is left; afterwards all clear.
+    // Each choice's cost in the user's terms; excision heals it, so it is the choice.
+    assert_eq!(s["remedy"], "excise");
+    assert!(s["excise_fallback"].is_null());
+    assert_eq!(
+        s["excise_cost"],
+        "removes 1 tool result from conversation \"Old session (damaged in December)\" \
+         (7d91bf1b-a11e-44a9-8736-0a152a7c712a); the conversation stays listed with its messages"
+    );
+    assert_eq!(
+        s["quarantine_cost"],
+        "hides conversation \"Old session (damaged in December)\" \
+         (7d91bf1b-a11e-44a9-8736-0a152a7c712a): 12 message(s), 3 run(s), 4 tool call(s), \
+         until it is restored"
+    );
+    // Excise first, then finalize what is left; afterwards all clear.
     let steps = d["plan"]["steps"].as_array().unwrap();
     let actions: Vec<&str> = steps
         .iter()
         .map(|s| s["action"].as_str().unwrap())
         .collect();
-    assert_eq!(actions, ["quarantine", "finalize_runs"]);
+    assert_eq!(actions, ["excise", "finalize_runs"]);
     assert_eq!(
         steps[0]["command"],
-        "wsledger doctor quarantine --workspace fixtures/corrupt-ledger --apply"
+        "wsledger doctor excise --workspace fixtures/corrupt-ledger --apply"
     );
+    assert_eq!(steps[0]["costs"], s["excise_cost"]);
     assert_eq!(steps[0]["reversible"], true);
     assert_eq!(steps[1]["reversible"], false);
     for k in ["fixes", "costs", "command"] {

@@ -367,3 +367,59 @@ fn restore_refuses_a_folder_in_the_way_or_a_changed_copy() {
     assert!(!squatter.exists());
     assert_eq!(dump(&ws.db()), rows);
 }
+
+/// Excision on v0.1.2 and v0.1.3 files: only the damaged event goes (those releases
+/// have no ordinal table), in their own schema; session files and the session's rows
+/// are untouched; restore puts the event back exactly.
+#[test]
+fn excise_removes_only_the_event_and_leaves_the_session_files() {
+    for tag in TAGS {
+        let ws = build(tag, ORPHAN, None);
+        let sessions = ws.root().join("sessions");
+        let rows_before = dump(&ws.db());
+        let files_before = tree(&sessions);
+        let schema_before = schema(&ws.db());
+        let out = ws.dir.path().join("bundles");
+        let out_arg = out.to_str().unwrap().to_owned();
+        let doc = json(&ws.doctor(
+            "excise",
+            &[
+                "--out",
+                &out_arg,
+                "--apply",
+                "--no-backup",
+                "--format",
+                "json",
+            ],
+        ));
+        assert_eq!(doc["applied"], true, "{tag}: {doc}");
+        assert_eq!(doc["after"]["tool_writes_refused"], false, "{tag}: {doc}");
+        assert_eq!(doc["after"]["startup_blocked"], false, "{tag}");
+        assert_eq!(
+            doc["sessions"][0]["rows"],
+            serde_json::json!({"runtime_events": 1}),
+            "{tag}"
+        );
+        assert_eq!(schema(&ws.db()), schema_before, "{tag}: schema");
+        assert_eq!(tree(&sessions), files_before, "{tag}: session files");
+        let after = dump(&ws.db());
+        for (t, rows) in &rows_before {
+            if t == "runtime_events" {
+                assert_eq!(after[t].len() + 1, rows.len(), "{tag}");
+            } else {
+                assert_eq!(&after[t], rows, "{tag}: {t}");
+            }
+        }
+        let bundle = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .next()
+            .unwrap();
+        let o = ws.doctor(
+            "restore",
+            &["--apply", "--no-backup", bundle.to_str().unwrap()],
+        );
+        assert_eq!(o.status, 0, "{tag}: {}", o.stderr);
+        assert_eq!(dump(&ws.db()), rows_before, "{tag}: restored exactly");
+    }
+}

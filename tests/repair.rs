@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use common::crash::{trials, Killer};
 use common::{integrity_ok, json_of, stderr, write_marker, Ws};
+use wsledger::bundle::{Bundle, Cell};
 use wsledger::db::Workspace;
 use wsledger::quarantine::startup_blockers;
 use wsledger::scan::runs::RunState;
@@ -82,22 +83,67 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
         );
         assert_eq!(ws.db_hash(), h, "{name}");
 
-        // The bundles give back every row of the sessions they hold, exactly.
+        // One bundle per damaged session: an excision where it heals the session, a
+        // quarantine elsewhere; each gives back every row it holds, exactly.
         let bundles = ws.bundle_paths();
-        let quarantined: Vec<String> = dry["diagnosis"]["damaged_sessions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["session_id"].as_str().unwrap().to_owned())
-            .collect();
-        assert_eq!(bundles.len(), quarantined.len(), "{name}");
+        let damaged = dry["diagnosis"]["damaged_sessions"].as_array().unwrap();
+        assert_eq!(bundles.len(), damaged.len(), "{name}");
         if bundles.is_empty() {
             continue;
         }
-        let mut args = vec!["doctor", "restore", "--apply"];
-        args.extend(bundles.iter().map(String::as_str));
-        let o = ws.run(&args);
-        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let kind = |b: &String| {
+            Bundle::from_json_text(&std::fs::read_to_string(b).unwrap())
+                .unwrap()
+                .kind
+                .unwrap()
+        };
+        for (kind_name, remedy) in [("excise", "excise"), ("quarantine", "quarantine")] {
+            let these: Vec<&String> = bundles.iter().filter(|b| kind(b) == kind_name).collect();
+            let planned = damaged.iter().filter(|s| s["remedy"] == remedy).count();
+            assert_eq!(these.len(), planned, "{name}: {kind_name} bundles");
+        }
+        let excised_rows: Vec<(String, Vec<Cell>)> = bundles
+            .iter()
+            .filter(|b| kind(b) == "excise")
+            .flat_map(|b| {
+                let bundle = Bundle::from_json_text(&std::fs::read_to_string(b).unwrap()).unwrap();
+                bundle
+                    .tables
+                    .into_iter()
+                    .flat_map(|(t, rows)| {
+                        rows.into_iter().map(move |r| {
+                            (t.clone(), r.columns.into_iter().map(|(_, c)| c).collect())
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let quarantined: Vec<String> = damaged
+            .iter()
+            .filter(|s| s["remedy"] == "quarantine")
+            .map(|s| s["session_id"].as_str().unwrap().to_owned())
+            .collect();
+        let q_paths: Vec<&String> = bundles.iter().filter(|b| kind(b) == "quarantine").collect();
+        let x_paths: Vec<&String> = bundles.iter().filter(|b| kind(b) == "excise").collect();
+        let mut excised_back = true;
+        for (group, excise) in [(q_paths, false), (x_paths, true)] {
+            if group.is_empty() {
+                continue;
+            }
+            let mut a = vec!["doctor", "restore", "--apply"];
+            a.extend(group.iter().map(|s| s.as_str()));
+            let h = ws.db_hash();
+            let o = ws.run(&a);
+            if excise && o.status.code() == Some(2) {
+                // The terminal event finalize wrote took the excised event's
+                // event_seq or ordinal (it was the run's last): refused, nothing changed.
+                assert!(stderr(&o).contains("collides"), "{name}: {}", stderr(&o));
+                assert_eq!(ws.db_hash(), h, "{name}");
+                excised_back = false;
+                continue;
+            }
+            assert!(o.status.success(), "{name}: {}", stderr(&o));
+        }
         let restored = Workspace::open_read_only(&ws.db()).unwrap();
         let original = Workspace::open_read_only(&untouched.db()).unwrap();
         for s in &quarantined {
@@ -105,6 +151,13 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
                 restored.deletion(s).unwrap().tables,
                 original.deletion(s).unwrap().tables,
                 "{name}: session {s}"
+            );
+        }
+        let dump = restored.dump_tables().unwrap();
+        for (t, row) in excised_rows.iter().filter(|_| excised_back) {
+            assert!(
+                dump[t].contains(row),
+                "{name}: an excised row of {t} is back"
             );
         }
     }
@@ -180,8 +233,9 @@ fn a_killed_apply_leaves_the_old_the_quarantined_or_the_finished_database() {
     let args = ["doctor", "repair", "--apply", "--no-backup"];
     let original = Ws::copy(fixture).tables();
     let half = Ws::copy(fixture);
+    // The plan's first step is the excision of the damaged event.
     assert!(half
-        .run(&["doctor", "quarantine", "--apply", "--no-backup"])
+        .run(&["doctor", "excise", "--apply", "--no-backup"])
         .status
         .success());
     let quarantined = half.tables();

@@ -2,6 +2,7 @@
 //! and the dispatch from commands to the core.
 
 mod completions;
+mod excise;
 pub mod explain;
 pub mod finalize;
 mod info;
@@ -147,10 +148,14 @@ pub enum DoctorCommand {
     /// Set aside the sessions holding ledger damage, as Maka's conversation deletion
     /// removes them, each kept in a bundle
     Quarantine(quarantine::QuarantineArgs),
-    /// Put quarantined sessions back from their bundles
+    /// Remove only the damaged events (and what hangs on them) from the ledger,
+    /// keeping every conversation, each session's removed rows kept in a bundle
+    Excise(excise::ExciseArgs),
+    /// Put quarantined sessions, or excised events, back from their bundles
     Restore(quarantine::RestoreArgs),
-    /// Make the workspace work again: the scan's plan (quarantine the damaged
-    /// sessions, then finalize what is still stuck) as one command
+    /// Make the workspace work again: the scan's plan (excise the damaged events,
+    /// quarantine the sessions excision cannot heal, then finalize what is still
+    /// stuck) as one command
     Repair(repair::RepairArgs),
 }
 
@@ -164,6 +169,7 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         Command::Doctor(DoctorCommand::Quarantine(args)) => {
             quarantine::run_quarantine(&cli.global, &args, printer)
         }
+        Command::Doctor(DoctorCommand::Excise(args)) => excise::run(&cli.global, &args, printer),
         Command::Doctor(DoctorCommand::Restore(args)) => {
             quarantine::run_restore(&cli.global, &args, printer)
         }

@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::{CliError, ExitStatus, GlobalArgs, Printer};
 use crate::quarantine::{apply, restore};
+use crate::report::excise::render as render_excise;
 use crate::report::quarantine::render_quarantine;
 
 /// Set aside the sessions that hold ledger damage, exactly as Maka's own conversation
@@ -39,7 +40,9 @@ pub struct QuarantineArgs {
     pub no_backup: bool,
 }
 
-/// Put quarantined sessions back from their bundles, every row and column as it was.
+/// Put quarantined sessions (or excised events) back from their bundles, every row and
+/// column as it was. Excision bundles (`kind: "excise"`) and quarantine bundles are
+/// restored in separate runs; a bundle without `kind` is a quarantine bundle.
 ///
 /// Without `--apply` it checks the bundles against the workspace and prints what it
 /// would restore. With `--apply` it takes Maka's owner lock, refuses while another
@@ -49,7 +52,7 @@ pub struct QuarantineArgs {
 /// workspace.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
-    /// Bundles written by `doctor quarantine --apply`
+    /// Bundles written by `doctor quarantine --apply` or `doctor excise --apply`
     #[arg(value_name = "BUNDLE", required = true)]
     pub bundles: Vec<PathBuf>,
     /// Write (default: dry run, nothing is written)
@@ -106,6 +109,12 @@ fn print_document(
 ) -> Result<ExitStatus, CliError> {
     let (format, db, now) = super::plan_command(global)?;
     let doc = run(&db, now, printer)?;
-    super::output(render_quarantine(printer.out(), &doc, format))?;
+    // The restore of excision bundles prints as `doctor excise` does.
+    let rendered = if doc["kind"] == "excise" {
+        render_excise(printer.out(), &doc, format)
+    } else {
+        render_quarantine(printer.out(), &doc, format)
+    };
+    super::output(rendered)?;
     Ok(ExitStatus::Success)
 }

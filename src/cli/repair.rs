@@ -10,19 +10,22 @@ use crate::report::repair::render_repair;
 /// Make the workspace work again: the plan `doctor scan` ends with, as one command.
 ///
 /// Without `--apply` it prints the plan (why each run is stuck, which sessions are
-/// damaged and what setting them aside costs, each step and the state afterwards)
-/// and changes nothing.
+/// damaged and what excising their damaged events or setting them aside costs, each
+/// step and the state afterwards) and changes nothing.
 ///
-/// With `--apply` it takes Maka's owner lock once, backs the database up once, sets
-/// the damaged sessions aside exactly as `doctor quarantine --apply` does (each in a
-/// bundle that `doctor restore` puts back), then finalizes what is still stuck as
-/// `doctor finalize-runs --apply` does, then rescans and reports the gate, start-up
-/// and stuck runs. It refuses what those commands refuse, with the same exit status.
-/// Run again, it finds nothing to do.
+/// With `--apply` it takes Maka's owner lock once, backs the database up once,
+/// removes the damaged events exactly as `doctor excise --apply` does wherever that
+/// heals the session (the conversation stays), sets the other damaged sessions aside
+/// exactly as `doctor quarantine --apply` does (each in a bundle that `doctor
+/// restore` puts back), then finalizes what is still stuck as `doctor finalize-runs
+/// --apply` does, then rescans and reports what it removed from which conversation,
+/// the gate, start-up and stuck runs. It refuses what those commands refuse, with the
+/// same exit status. Run again, it finds nothing to do.
 #[derive(Debug, Args)]
 pub struct RepairArgs {
-    /// Directory for the quarantine bundles [default: `wsledger-quarantine` beside
-    /// the database]; never inside the workspace's `sessions/`
+    /// Directory for the excision and quarantine bundles [default:
+    /// `wsledger-quarantine` beside the database]; never inside the workspace's
+    /// `sessions/`
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Carry the plan out (default: dry run, nothing is written)

@@ -21,6 +21,7 @@
 
 pub mod backup;
 pub mod diagnosis;
+pub mod excise;
 pub mod facts;
 pub mod files;
 pub mod quarantine;

@@ -52,12 +52,12 @@ pub const PURGE: &[(&str, &str)] = &[
 
 /// One foreign key (child columns → parent columns).
 #[derive(Clone, Debug)]
-struct ForeignKey {
-    child: String,
-    from: Vec<String>,
-    parent: String,
-    to: Vec<String>,
-    cascade: bool,
+pub(super) struct ForeignKey {
+    pub(super) child: String,
+    pub(super) from: Vec<String>,
+    pub(super) parent: String,
+    pub(super) to: Vec<String>,
+    pub(super) cascade: bool,
 }
 
 /// What a table looks like.
@@ -109,7 +109,7 @@ impl Deletion {
     }
 }
 
-fn cell(v: ValueRef<'_>) -> Cell {
+pub(super) fn cell(v: ValueRef<'_>) -> Cell {
     match v {
         ValueRef::Null => Cell::Null,
         ValueRef::Integer(n) => Cell::Integer(n),
@@ -134,7 +134,7 @@ impl ToSql for CellParam<'_> {
     }
 }
 
-fn quote(name: &str) -> String {
+pub(super) fn quote(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
@@ -183,7 +183,10 @@ fn primary_key(c: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
     Ok(pk.into_iter().map(|(_, n)| n).collect())
 }
 
-fn foreign_keys(c: &Connection, tables: &BTreeSet<String>) -> rusqlite::Result<Vec<ForeignKey>> {
+pub(super) fn foreign_keys(
+    c: &Connection,
+    tables: &BTreeSet<String>,
+) -> rusqlite::Result<Vec<ForeignKey>> {
     let mut out = Vec::new();
     for child in tables {
         let mut stmt = c.prepare(&format!("PRAGMA foreign_key_list({})", quote(child)))?;
@@ -217,7 +220,7 @@ fn foreign_keys(c: &Connection, tables: &BTreeSet<String>) -> rusqlite::Result<V
     Ok(out)
 }
 
-fn cols(names: &[String]) -> String {
+pub(super) fn cols(names: &[String]) -> String {
     let q: Vec<String> = names.iter().map(|n| quote(n)).collect();
     if q.len() == 1 {
         q[0].clone()

@@ -122,6 +122,17 @@ pub struct SchemaFacts {
     pub capabilities: Option<BTreeMap<String, i64>>,
 }
 
+impl SchemaFacts {
+    /// The schema as a bundle records it (a bundle goes back only into it).
+    pub fn bundle_schema(&self) -> crate::bundle::SchemaInfo {
+        crate::bundle::SchemaInfo {
+            user_version: self.user_version,
+            registry: self.registry.clone(),
+            capabilities: self.capabilities.clone(),
+        }
+    }
+}
+
 /// The columns of the row a statement is on, as rusqlite's [`Row`] gives them or as a
 /// statement stepped through SQLite's C API does ([`super::raw::RawRows`], for the
 /// passes over whole tables).

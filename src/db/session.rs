@@ -261,6 +261,8 @@ impl Workspace {
             },
             tables,
             quarantine: None,
+            kind: None,
+            excise: None,
         })
     }
 }

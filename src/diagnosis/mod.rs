@@ -21,7 +21,7 @@ use crate::quarantine::{damaged_sessions, startup_blockers, Reason};
 use crate::scan::runs::RunState;
 use crate::scan::ScanReport;
 
-pub use workspace::diagnose_workspace;
+pub use workspace::{diagnose_workspace, diagnose_workspace_with};
 
 /// Every cause code, in the order the diagnosis tries them.
 pub const CAUSE_CODES: &[(&str, &str)] = &[
@@ -194,6 +194,16 @@ pub struct DamagedSession {
     pub last_activity_ms: Option<i64>,
     pub reasons: Vec<DamageReason>,
     pub set_aside: SetAside,
+    /// The plan's choice for this session: `excise` (only the damaged events go; the
+    /// conversation stays) or `quarantine` (the fallback: the whole session is set
+    /// aside).
+    pub remedy: &'static str,
+    /// What excision costs, in the user's terms (`None`: not possible here).
+    pub excise_cost: Option<String>,
+    /// Why excision does not heal this session (`None` when it does).
+    pub excise_fallback: Option<String>,
+    /// What quarantine costs, in the user's terms.
+    pub quarantine_cost: String,
 }
 
 /// `diagnosis.causes[]`.
@@ -282,6 +292,9 @@ pub struct Input<'a> {
     /// Why a repair must refuse to write this file (`db::write::write_basis`), if it
     /// must.
     pub apply_refusal: Option<String>,
+    /// Per damaged session with events to excise: `Ok(cost)` when excising them heals
+    /// it (judged on a scan of the excised file), `Err(why not)` otherwise.
+    pub excise: &'a BTreeMap<String, Result<String, String>>,
 }
 
 /// What a `traceWriteError` says.
@@ -472,34 +485,71 @@ fn label(input: &Input<'_>, s: &str) -> Option<String> {
 pub fn diagnose(input: &Input<'_>) -> Diagnosis {
     let report = input.report;
     let ws = shell_quote(input.workspace);
-    let damaged = damaged_sessions(report, input.archived);
+    let all_damaged = damaged_sessions(report, input.archived);
+    // Excision first; quarantine only where it does not heal the session.
+    let excised: BTreeSet<String> = input
+        .excise
+        .iter()
+        .filter(|(s, c)| c.is_ok() && all_damaged.contains_key(*s))
+        .map(|(s, _)| s.clone())
+        .collect();
+    let damaged: BTreeMap<String, Vec<Reason>> = all_damaged
+        .iter()
+        .filter(|(s, _)| !excised.contains(*s))
+        .map(|(s, r)| (s.clone(), r.clone()))
+        .collect();
 
     // Damaged sessions, with producers and costs.
-    let damaged_sessions: Vec<DamagedSession> = damaged
+    let damaged_sessions: Vec<DamagedSession> = all_damaged
         .iter()
-        .map(|(s, reasons)| DamagedSession {
-            session_id: s.clone(),
-            name: label(input, s),
-            last_activity_ms: input.labels.get(s).and_then(|l| l.last_activity_ms),
-            reasons: reasons.iter().map(|r| damage_reason(input, r)).collect(),
-            set_aside: input
+        .map(|(s, reasons)| {
+            let set_aside = input
                 .set_aside
                 .get(s)
                 .map(|c| SetAside::from_counts(c))
-                .unwrap_or_default(),
+                .unwrap_or_default();
+            let name = label(input, s);
+            let choice = input.excise.get(s);
+            DamagedSession {
+                session_id: s.clone(),
+                last_activity_ms: input.labels.get(s).and_then(|l| l.last_activity_ms),
+                reasons: reasons.iter().map(|r| damage_reason(input, r)).collect(),
+                remedy: if excised.contains(s) {
+                    "excise"
+                } else {
+                    "quarantine"
+                },
+                excise_cost: choice.and_then(|c| c.as_ref().ok().cloned()),
+                excise_fallback: match choice {
+                    Some(Err(why)) => Some(why.clone()),
+                    Some(Ok(_)) => None,
+                    None => Some(
+                        "no damaged event to remove: the damage is in the run or \
+                                  session records"
+                            .to_owned(),
+                    ),
+                },
+                quarantine_cost: format!(
+                    "hides {}: {} message(s), {} run(s), {} tool call(s), until it is restored",
+                    crate::excise::conversation(s, name.as_deref()),
+                    set_aside.messages,
+                    set_aside.runs,
+                    set_aside.tool_calls
+                ),
+                name,
+                set_aside,
+            }
         })
         .collect();
 
     // What finalize-runs does with the runs outside the damaged sessions.
+    let handled = |s: &str| damaged.contains_key(s) || excised.contains(s);
     let gate_after = report
         .issues
         .iter()
-        .any(|i| !damaged.contains_key(&i.session_id.to_string()))
+        .any(|i| !handled(&i.session_id.to_string()))
         || report.findings.iter().any(|f| {
-            f.code == "event_undecodable"
-                && f.session_id
-                    .as_ref()
-                    .is_none_or(|s| !damaged.contains_key(s))
+            f.code == "event_undecodable" && f.session_id.as_deref().is_none_or(|s| !handled(s))
         });
     let planned: BTreeSet<(&str, &str)> = input
         .finalize
@@ -513,7 +563,11 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         .finalize
         .skipped
         .iter()
-        .filter(|k| k.reason == SkipReason::NeedsToolOutcome && !gate_after)
+        .filter(|k| {
+            (k.reason == SkipReason::NeedsToolOutcome && !gate_after)
+                // Every undecodable row of an excised session goes with the excision.
+                || (k.reason == SkipReason::RowsUndecodable && excised.contains(&k.session_id))
+        })
         .filter(|k| !damaged.contains_key(&k.session_id))
         .map(|k| (k.session_id.as_str(), k.run_id.as_str()))
         .collect();
@@ -525,6 +579,8 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
                 "quarantine"
             } else if finalized(&run.session_id, &run.run_id) {
                 "finalize_runs"
+            } else if excised.contains(&run.session_id) {
+                "excise"
             } else {
                 "none"
             };
@@ -552,14 +608,53 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
     };
     let after = After {
         tool_writes_refused: gate_after,
-        startup_blocked: blockers.iter().any(|(s, _, _)| !damaged.contains_key(s)),
+        startup_blocked: blockers.iter().any(|(s, _, _)| !handled(s)),
         stuck_runs: stuck_after,
     };
 
     let mut steps = Vec::new();
-    if !damaged_sessions.is_empty() {
-        let n = damaged_sessions.len();
-        let total = damaged_sessions.iter().fold((0, 0, 0), |a, d| {
+    let gate_mid = report
+        .issues
+        .iter()
+        .any(|i| !excised.contains(&i.session_id.to_string()))
+        || report.findings.iter().any(|f| {
+            f.code == "event_undecodable"
+                && f.session_id.as_deref().is_none_or(|s| !excised.contains(s))
+        });
+    if !excised.is_empty() {
+        let mut fixes = Vec::new();
+        if before.tool_writes_refused && !gate_mid {
+            fixes.push("Maka's gate accepts tool writes again".to_owned());
+        }
+        if before.startup_blocked && !blockers.iter().any(|(s, _, _)| !excised.contains(s)) {
+            fixes.push("Maka's start-up no longer stops on a run it cannot read".to_owned());
+        }
+        if fixes.is_empty() {
+            fixes.push("the damaged events leave the ledger".to_owned());
+        }
+        let costs: Vec<String> = damaged_sessions
+            .iter()
+            .filter(|d| d.remedy == "excise")
+            .filter_map(|d| d.excise_cost.clone())
+            .collect();
+        steps.push(Step {
+            action: "excise",
+            command: format!("wsledger doctor excise --workspace {ws} --apply"),
+            fixes: fixes.join("; "),
+            costs: costs.join("; "),
+            reversible: true,
+            undo: "`wsledger doctor restore <bundle>... --apply`, with the excision bundles \
+                   from wsledger-quarantine beside the database"
+                .to_owned(),
+        });
+    }
+    let quarantined: Vec<&DamagedSession> = damaged_sessions
+        .iter()
+        .filter(|d| d.remedy == "quarantine")
+        .collect();
+    if !quarantined.is_empty() {
+        let n = quarantined.len();
+        let total = quarantined.iter().fold((0, 0, 0), |a, d| {
             (
                 a.0 + d.set_aside.messages,
                 a.1 + d.set_aside.runs,
@@ -582,14 +677,30 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         if fixes.is_empty() {
             fixes.push("the damaged sessions leave the live workspace".to_owned());
         }
+        // After an excision step only the sessions it does not heal are left.
+        let only: String = if excised.is_empty() {
+            String::new()
+        } else {
+            quarantined
+                .iter()
+                .map(|d| format!(" --session {}", shell_quote(&d.session_id)))
+                .collect()
+        };
+        let hides: Vec<String> = quarantined
+            .iter()
+            .map(|d| d.quarantine_cost.clone())
+            .collect();
         steps.push(Step {
             action: "quarantine",
-            command: format!("wsledger doctor quarantine --workspace {ws} --apply"),
+            command: format!("wsledger doctor quarantine --workspace {ws}{only} --apply"),
             fixes: fixes.join("; "),
             costs: format!(
                 "sets aside {n} session(s) ({} message(s), {} run(s), {} tool call(s)); Maka no \
-                 longer lists them until they are restored",
-                total.0, total.1, total.2
+                 longer lists them until they are restored: {}",
+                total.0,
+                total.1,
+                total.2,
+                hides.join("; ")
             ),
             reversible: true,
             undo: "`wsledger doctor restore <bundle>... --apply`, with the bundles from \
@@ -618,7 +729,7 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
 
     let sessions = report.summary.sessions;
     let blast_radius = before.tool_writes_refused.then(|| {
-        let n = damaged
+        let n = all_damaged
             .values()
             .filter(|r| {
                 r.iter().any(|x| {
@@ -861,10 +972,10 @@ pub fn align_hints(findings: &mut [Finding], d: &Diagnosis, skipped: &Plan) {
             .position(|s| s.action == action)
             .map(|i| (i + 1, d.plan.steps[i].command.clone()))
     };
-    let damaged: BTreeSet<&str> = d
+    let damaged: HashMap<&str, &str> = d
         .damaged_sessions
         .iter()
-        .map(|s| s.session_id.as_str())
+        .map(|s| (s.session_id.as_str(), s.remedy))
         .collect();
     let remedy: HashMap<(&str, &str), &str> = d
         .causes
@@ -875,14 +986,26 @@ pub fn align_hints(findings: &mut [Finding], d: &Diagnosis, skipped: &Plan) {
         let Some(s) = f.session_id.as_deref() else {
             continue;
         };
-        if damaged.contains(s) {
-            if let Some((n, cmd)) = step_no("quarantine") {
-                f.hint = format!(
-                    "Step {n} of the plan sets this session aside: `{cmd}` (reversible with \
-                     `wsledger doctor restore`)."
-                );
+        match damaged.get(s) {
+            Some(&"excise") if f.event_id.is_some() && f.code != "run_stuck_running" => {
+                if let Some((n, cmd)) = step_no("excise") {
+                    f.hint = format!(
+                        "Step {n} of the plan removes the damaged events and keeps the \
+                         conversation: `{cmd}` (reversible with `wsledger doctor restore`)."
+                    );
+                }
+                continue;
             }
-            continue;
+            Some(&"quarantine") => {
+                if let Some((n, cmd)) = step_no("quarantine") {
+                    f.hint = format!(
+                        "Step {n} of the plan sets this session aside: `{cmd}` (reversible with \
+                         `wsledger doctor restore`)."
+                    );
+                }
+                continue;
+            }
+            _ => {}
         }
         if f.code != "run_stuck_running" {
             continue;

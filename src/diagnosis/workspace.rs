@@ -18,6 +18,17 @@ pub fn diagnose_workspace(
     report: &ScanReport,
     shown: &str,
 ) -> Result<(crate::diagnosis::Diagnosis, crate::finalize::Plan), DbError> {
+    diagnose_workspace_with(ws, report, shown, None)
+}
+
+/// [`diagnose_workspace`] with the excision plan already made on the same snapshot
+/// (`doctor repair` makes it once for its plan and its writes).
+pub fn diagnose_workspace_with(
+    ws: &Workspace,
+    report: &ScanReport,
+    shown: &str,
+    excise_plan: Option<&crate::excise::ExcisePlan>,
+) -> Result<(crate::diagnosis::Diagnosis, crate::finalize::Plan), DbError> {
     use crate::diagnosis::{diagnose, wanted_events, wanted_tool_calls, Input};
     use std::collections::HashMap;
     // Archived sessions only matter for runs the report kept.
@@ -68,6 +79,15 @@ pub fn diagnose_workspace(
         }
         let set_aside = counting.finish(ws)?;
         let apply_refusal = finalize.apply_refusal.clone();
+        // Excision is judged on a scan of a private copy with it applied: done only
+        // when something is damaged.
+        let excise = match (excise_plan, damaged.is_empty()) {
+            (Some(p), _) => crate::excise::choices(p),
+            (None, true) => std::collections::BTreeMap::new(),
+            (None, false) => {
+                crate::excise::choices(&crate::excise::plan_on(ws, report, &archived, &[])?)
+            }
+        };
         let d = diagnose(&Input {
             workspace: shown,
             report,
@@ -80,6 +100,7 @@ pub fn diagnose_workspace(
             events: &events,
             recorded_calls: &recorded_calls,
             apply_refusal,
+            excise: &excise,
         });
         Ok((d, finalize))
     })

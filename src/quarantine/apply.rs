@@ -105,11 +105,7 @@ fn read_quarantine(
     };
     let facts = ws.schema_facts()?;
     let basis = crate::db::write::write_basis(&facts);
-    let schema = SchemaInfo {
-        user_version: facts.user_version,
-        registry: facts.registry.clone(),
-        capabilities: facts.capabilities.clone(),
-    };
+    let schema = facts.bundle_schema();
     let binding = ws.root_binding()?;
     let labels = ws.session_labels(targets.keys().map(String::as_str))?;
     let keeps_files = ws.transcripts_in_files()?;
@@ -346,6 +342,8 @@ fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bun
         schema: schema.clone(),
         tables: d.tables.clone(),
         quarantine: Some(Value::Object(meta)),
+        kind: Some("quarantine".into()),
+        excise: None,
     }
 }
 

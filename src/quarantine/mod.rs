@@ -1,10 +1,12 @@
 //! `doctor quarantine` and `doctor restore`: which sessions hold the damage that keeps
 //! Maka's gate shut or its start-up from finishing (here, pure: a scan report in,
 //! reasons out), the bundles and folders they are set aside in (`files`), the apply
-//! (`apply`), its inverse (`restore`) and the document both print (`document`).
+//! (`apply`), its inverse (`restore`, and `excised` for the bundles of `doctor
+//! excise`) and the document both print (`document`).
 
 pub mod apply;
 pub mod document;
+pub mod excised;
 pub mod files;
 pub mod restore;
 

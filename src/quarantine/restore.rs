@@ -1,6 +1,7 @@
 //! `doctor restore`: quarantine bundles parsed and checked against the workspace,
 //! then (through [`crate::apply`]) their session folders put back and every row
-//! inserted in one transaction.
+//! inserted in one transaction. Excision bundles (`kind: "excise"`) take their own
+//! path (`super::excised`); a bundle without `kind` is a quarantine bundle.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use crate::scan::{scan_workspace, ScanOptions, ScanReport};
 
 /// What `doctor restore` is asked to do.
 pub struct Request {
-    /// The bundles written by `doctor quarantine --apply`.
+    /// The bundles written by `doctor quarantine --apply` or `doctor excise --apply`.
     pub bundles: Vec<PathBuf>,
     /// Write (`--apply`); otherwise only the checks and the plan.
     pub apply: bool,
@@ -34,6 +35,10 @@ pub struct Request {
 /// Checks the bundles against `db` and plans `doctor restore`, and with `apply`
 /// carries it out; returns the document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    // Excision bundles have their own restore.
+    if let Some(excised) = excision_bundles(&req.bundles)? {
+        return super::excised::run(db, &excised, req.apply, req.backup, req.now, notes);
+    }
     let shown = db.display().to_string();
     let parsed = req
         .bundles
@@ -198,6 +203,38 @@ impl WritingCommand for RestoreWrite<'_> {
     }
 }
 
+/// The bundles read as excision bundles when every one is (`None` when none is; an
+/// error when kinds are mixed).
+fn excision_bundles(paths: &[PathBuf]) -> Result<Option<Vec<super::excised::Parsed>>, UserError> {
+    let mut out = Vec::new();
+    for path in paths {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            UserError::new(
+                format!("cannot read bundle `{}`: {e}", path.display()),
+                "name bundles written by `doctor quarantine --apply` or `doctor excise --apply`",
+            )
+        })?;
+        match Bundle::from_json_text(&text) {
+            Ok(b) if b.kind.as_deref() == Some("excise") => out.push((path, b)),
+            // Read (and refused if need be) by the quarantine restore.
+            _ => {}
+        }
+    }
+    if out.is_empty() {
+        return Ok(None);
+    }
+    if out.len() != paths.len() {
+        return Err(UserError::new(
+            "excision bundles and quarantine bundles were named together",
+            "restore them in two runs: the excision bundles, then the quarantine bundles",
+        ));
+    }
+    out.into_iter()
+        .map(|(p, b)| super::excised::parse_bundle(p, b))
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
 /// What a quarantine bundle says about how to put its session back.
 struct Parsed {
     path: PathBuf,
@@ -304,11 +341,7 @@ fn read_restore(
     crate::db::DbError,
 > {
     let facts = ws.schema_facts()?;
-    let current = SchemaInfo {
-        user_version: facts.user_version,
-        registry: facts.registry.clone(),
-        capabilities: facts.capabilities.clone(),
-    };
+    let current = facts.bundle_schema();
     for p in parsed {
         let refuse = |what: String| {
             UserError::new(

@@ -108,11 +108,26 @@ pub fn render_diagnosis(out: &mut dyn Write, d: &Diagnosis) -> io::Result<()> {
                     )?;
                 }
             }
-            writeln!(
-                out,
-                "    quarantine sets aside {} message(s), {} run(s), {} tool call(s)",
-                s.set_aside.messages, s.set_aside.runs, s.set_aside.tool_calls
-            )?;
+            match (&s.excise_cost, &s.excise_fallback) {
+                (Some(cost), None) => {
+                    writeln!(out, "    excise (the plan's choice): {}", sanitize(cost))?;
+                    writeln!(
+                        out,
+                        "    quarantine (not needed): {}",
+                        sanitize(&s.quarantine_cost)
+                    )?;
+                }
+                (_, why) => {
+                    if let Some(why) = why {
+                        writeln!(out, "    excise: not enough here: {}", sanitize(why))?;
+                    }
+                    writeln!(
+                        out,
+                        "    quarantine (the plan's choice): {}",
+                        sanitize(&s.quarantine_cost)
+                    )?;
+                }
+            }
         }
     }
     if d.plan.steps.is_empty() {

@@ -2,6 +2,7 @@
 //! writer it is handed.
 
 pub mod diagnosis;
+pub mod excise;
 pub mod finalize;
 pub mod info;
 pub mod quarantine;

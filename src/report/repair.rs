@@ -44,6 +44,19 @@ pub fn render_repair(
             if let Some(b) = doc["backup"].as_str() {
                 writeln!(out, "  backup: {}", sanitize(b))?;
             }
+            for x in doc["excised"].as_array().into_iter().flatten() {
+                let from = crate::excise::conversation(
+                    x["session_id"].as_str().unwrap_or(""),
+                    x["name"].as_str(),
+                );
+                writeln!(
+                    out,
+                    "  removed {} from {}; bundle: {}",
+                    sanitize(x["removed"].as_str().unwrap_or("")),
+                    sanitize(&from),
+                    sanitize(x["bundle"].as_str().unwrap_or(""))
+                )?;
+            }
             for b in doc["bundles"].as_array().into_iter().flatten() {
                 writeln!(
                     out,

@@ -21,14 +21,20 @@ pub struct Ws {
 impl Ws {
     /// A private copy of a fixture workspace (only `runtime.sqlite`).
     pub fn copy(name: &str) -> Ws {
+        Ws::copy_db(&Path::new("fixtures").join(name).join("runtime.sqlite"))
+    }
+
+    /// A private, writable copy of the database file `from` (only it).
+    pub fn copy_db(from: &Path) -> Ws {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         std::fs::create_dir(&ws).unwrap();
-        std::fs::copy(
-            Path::new("fixtures").join(name).join("runtime.sqlite"),
-            ws.join("runtime.sqlite"),
-        )
-        .unwrap();
+        let dest = ws.join("runtime.sqlite");
+        std::fs::copy(from, &dest).unwrap();
+        let mut p = std::fs::metadata(&dest).unwrap().permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        p.set_readonly(false);
+        std::fs::set_permissions(&dest, p).unwrap();
         Ws { dir }
     }
 

@@ -1,0 +1,511 @@
+//! Excision: removing single damaged facts from the ledger, with what Maka's foreign
+//! keys cascade from them and the tool projection rows only they imply, and putting
+//! them back.
+//!
+//! For one session and a set of event ids `X` (passed as one JSON array, so no
+//! temporary object is ever created), the rows removed are, in this order:
+//! - `tool_journal_events` whose `runtime_event_id` is in `X`, or whose operation is
+//!   one of the operations below;
+//! - `tool_operations` whose call, dispatch or result event is in `X` (their keys have
+//!   no `ON DELETE` action: left in place they would make the delete fail);
+//! - `runtime_events` whose `event_id` is in `X`, and everything an `ON DELETE
+//!   CASCADE` key takes with them (the `runtime_session_event_ordinals` row), read with
+//!   `PRAGMA foreign_key_list` so a cascade of any release is never missed.
+//!
+//! Nothing else: no session, transcript, header or catalog row is touched. A row of
+//! another table that still references a removed row through a key without a cascade
+//! (a continuation claim's start event, a workspace epoch) is a blocker: the delete
+//! would fail, so the excision is refused for that session.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use super::quarantine::{
+    cell, cols, foreign_keys, insert_rows, quote, table_names, table_shape, ForeignKey, TableShape,
+};
+use super::write::{classify, WriteError, Writer};
+use super::{DbError, Workspace};
+use crate::bundle::Row;
+
+/// Every row the excision of some events of one session removes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Excision {
+    pub session_id: String,
+    /// The excised event ids, sorted.
+    pub events: Vec<String>,
+    /// Tables in the order the excision reaches them (each direct statement followed
+    /// by its cascades), every touched table even when it has no row.
+    pub tables: Vec<(String, Vec<Row>)>,
+    /// Rowids of rows of tables whose rowid is not a column (parallel to `tables`).
+    pub rowids: BTreeMap<String, Vec<i64>>,
+    /// Why the delete would fail (empty: it succeeds).
+    pub blockers: Vec<String>,
+}
+
+impl Excision {
+    /// Rows per table (tables without rows left out).
+    pub fn counts(&self) -> Vec<(String, usize)> {
+        self.tables
+            .iter()
+            .filter(|(_, r)| !r.is_empty())
+            .map(|(t, r)| (t.clone(), r.len()))
+            .collect()
+    }
+
+    /// The rows of one table.
+    pub fn rows(&self, table: &str) -> &[Row] {
+        self.tables
+            .iter()
+            .find(|(t, _)| t == table)
+            .map_or(&[], |(_, r)| r.as_slice())
+    }
+}
+
+/// The JSON array of `events` bound as `?1`.
+fn id_list(events: &[String]) -> String {
+    serde_json::to_string(events).unwrap_or_else(|_| "[]".into())
+}
+
+const IDS: &str = "(SELECT value FROM json_each(?1))";
+
+/// The direct statements: (table, `WHERE` clause with `?1` = the id list), in order.
+fn direct(c: &Connection, tables: &BTreeSet<String>) -> rusqlite::Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut op_refs = Vec::new();
+    if tables.contains("tool_operations") {
+        let shape = table_shape(c, "tool_operations")?;
+        for col in ["call_event_id", "dispatch_event_id", "result_event_id"] {
+            if shape.columns.iter().any(|c| c == col) {
+                op_refs.push(format!("{col} IN {IDS}"));
+            }
+        }
+    }
+    let ops = (!op_refs.is_empty()).then(|| op_refs.join(" OR "));
+    if tables.contains("tool_journal_events") {
+        let mut clause = format!("runtime_event_id IN {IDS}");
+        if let Some(ops) = &ops {
+            clause.push_str(&format!(
+                " OR operation_id IN (SELECT operation_id FROM tool_operations WHERE {ops})"
+            ));
+        }
+        out.push(("tool_journal_events".to_owned(), format!("({clause})")));
+    }
+    if let Some(ops) = ops {
+        out.push(("tool_operations".to_owned(), format!("({ops})")));
+    }
+    out.push(("runtime_events".to_owned(), format!("(event_id IN {IDS})")));
+    Ok(out)
+}
+
+/// The direct statements, each followed by what its cascades reach.
+fn selectors(direct: &[(String, String)], fks: &[ForeignKey]) -> Vec<(String, String)> {
+    fn expand(
+        fks: &[ForeignKey],
+        table: &str,
+        clause: &str,
+        depth: usize,
+        out: &mut Vec<(String, String)>,
+    ) {
+        out.push((table.to_owned(), clause.to_owned()));
+        if depth > 16 {
+            return;
+        }
+        for fk in fks.iter().filter(|f| f.cascade && f.parent == table) {
+            let to: Vec<String> = fk.to.iter().map(|n| quote(n)).collect();
+            let child = format!(
+                "{} IN (SELECT {} FROM {} WHERE {})",
+                cols(&fk.from),
+                to.join(", "),
+                quote(table),
+                clause
+            );
+            expand(fks, &fk.child, &child, depth + 1, out);
+        }
+    }
+    let mut out = Vec::new();
+    for (t, clause) in direct {
+        expand(fks, t, clause, 0, &mut out);
+    }
+    out
+}
+
+fn select_rows(
+    c: &Connection,
+    table: &str,
+    shape: &TableShape,
+    clause: &str,
+    ids: &str,
+) -> rusqlite::Result<Vec<(Option<i64>, Row)>> {
+    let list = shape
+        .columns
+        .iter()
+        .map(|n| quote(n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = if shape.has_rowid {
+        format!(
+            "SELECT _rowid_, {list} FROM {} WHERE {clause} ORDER BY _rowid_",
+            quote(table)
+        )
+    } else {
+        format!("SELECT NULL, {list} FROM {} WHERE {clause}", quote(table))
+    };
+    let mut stmt = c.prepare(&sql)?;
+    let mut rows = stmt.query(params![ids])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let rowid: Option<i64> = r.get(0)?;
+        let mut columns = Vec::with_capacity(shape.columns.len());
+        for (i, name) in shape.columns.iter().enumerate() {
+            columns.push((name.clone(), cell(r.get_ref(i + 1)?)));
+        }
+        out.push((rowid, Row { columns }));
+    }
+    Ok(out)
+}
+
+/// Reads every row the excision of `events` (of `session`) removes, and what would
+/// make the delete fail. Reads only.
+pub fn read_excision(
+    c: &Connection,
+    session: &str,
+    events: &[String],
+) -> rusqlite::Result<Excision> {
+    let mut events: Vec<String> = events.to_vec();
+    events.sort();
+    events.dedup();
+    let ids = id_list(&events);
+    let tables = table_names(c)?;
+    let fks = foreign_keys(c, &tables)?;
+    let sel = selectors(&direct(c, &tables)?, &fks);
+    let mut x = Excision {
+        session_id: session.to_owned(),
+        events,
+        ..Excision::default()
+    };
+    let mut seen: BTreeMap<String, BTreeSet<Vec<u8>>> = BTreeMap::new();
+    for (table, clause) in &sel {
+        let shape = table_shape(c, table)?;
+        let keep_rowid = shape.has_rowid && !shape.rowid_is_column;
+        if !x.tables.iter().any(|(t, _)| t == table) {
+            x.tables.push((table.clone(), Vec::new()));
+            if keep_rowid {
+                x.rowids.insert(table.clone(), Vec::new());
+            }
+        }
+        let idx = x.tables.iter().position(|(t, _)| t == table).unwrap_or(0);
+        for (rowid, row) in select_rows(c, table, &shape, clause, &ids)? {
+            let key = match rowid {
+                Some(n) => n.to_be_bytes().to_vec(),
+                None => format!("{row:?}").into_bytes(),
+            };
+            if !seen.entry(table.clone()).or_default().insert(key) {
+                continue;
+            }
+            x.tables[idx].1.push(row);
+            if let (true, Some(v), Some(n)) = (keep_rowid, x.rowids.get_mut(table), rowid) {
+                v.push(n);
+            }
+        }
+    }
+    // An event of another session would leave this one's bundle incomplete.
+    let foreign: i64 = c.query_row(
+        &format!(
+            "SELECT count(*) FROM runtime_events WHERE event_id IN {IDS} AND session_id IS NOT ?2"
+        ),
+        params![ids, session],
+        |r| r.get(0),
+    )?;
+    if foreign > 0 {
+        x.blockers
+            .push(format!("{foreign} of the events belong to another session"));
+    }
+    // Rows that keep referencing a removed row through a key without a cascade.
+    let mut clauses: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (t, cl) in &sel {
+        clauses.entry(t.as_str()).or_default().push(cl.as_str());
+    }
+    for fk in fks.iter().filter(|f| !f.cascade) {
+        let Some(parent) = clauses.get(fk.parent.as_str()) else {
+            continue;
+        };
+        let to: Vec<String> = fk.to.iter().map(|n| quote(n)).collect();
+        let mut sql = format!(
+            "SELECT count(*) FROM {} WHERE {} IN (SELECT {} FROM {} WHERE {})",
+            quote(&fk.child),
+            cols(&fk.from),
+            to.join(", "),
+            quote(&fk.parent),
+            parent.join(" OR ")
+        );
+        if let Some(own) = clauses.get(fk.child.as_str()) {
+            sql.push_str(&format!(" AND NOT COALESCE(({}), 0)", own.join(" OR ")));
+        }
+        let n: i64 = c.query_row(&sql, params![ids], |r| r.get(0))?;
+        if n > 0 {
+            x.blockers.push(format!(
+                "{n} row(s) of `{}` reference rows the excision removes from `{}` ({} → {})",
+                fk.child,
+                fk.parent,
+                fk.from.join(", "),
+                fk.to.join(", ")
+            ));
+        }
+    }
+    Ok(x)
+}
+
+/// Deletes what [`read_excision`] read (the direct statements; foreign keys must be
+/// on, so the cascades follow).
+pub fn delete_excision(c: &Connection, events: &[String]) -> rusqlite::Result<()> {
+    let ids = id_list(events);
+    let tables = table_names(c)?;
+    for (table, clause) in direct(c, &tables)? {
+        c.execute(
+            &format!("DELETE FROM {} WHERE {clause}", quote(&table)),
+            params![ids],
+        )?;
+    }
+    Ok(())
+}
+
+/// One excision bundle to put back.
+#[derive(Clone, Debug, Default)]
+pub struct ExcisionRestore {
+    pub session_id: String,
+    pub events: Vec<String>,
+    /// Tables in the bundle's order (the order they were removed in).
+    pub tables: Vec<(String, Vec<Row>)>,
+    pub rowids: BTreeMap<String, Vec<i64>>,
+}
+
+impl Writer {
+    fn begin_excise(&self) -> Result<Transaction<'_>, WriteError> {
+        let path = self.path().to_path_buf();
+        self.check_schema()?;
+        let tx = Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)
+            .map_err(|e| classify(&path, e))?;
+        // Inside the write lock, again.
+        self.check_schema()?;
+        Ok(tx)
+    }
+
+    /// Reads an excision on the writer's connection (the plan the bundles hold).
+    pub fn read_excision(&self, session: &str, events: &[String]) -> Result<Excision, WriteError> {
+        read_excision(self.conn(), session, events).map_err(|e| classify(self.path(), e))
+    }
+
+    /// Removes every excision of `expected` in one `BEGIN IMMEDIATE` transaction, after
+    /// checking inside it that each still reads exactly as the bundles hold it. Any
+    /// difference or failure rolls everything back.
+    pub fn excise(&self, expected: &[Excision]) -> Result<(), WriteError> {
+        let path = self.path().to_path_buf();
+        let tx = self.begin_excise()?;
+        let werr = |e: rusqlite::Error| classify(&path, e);
+        for x in expected {
+            let now = read_excision(&tx, &x.session_id, &x.events).map_err(werr)?;
+            if now != *x {
+                return Err(WriteError::Changed {
+                    path: path.clone(),
+                    what: format!("the excised rows of session `{}`", x.session_id),
+                });
+            }
+        }
+        for x in expected {
+            delete_excision(&tx, &x.events).map_err(werr)?;
+        }
+        self.refuse_if_opened_meanwhile()?;
+        tx.commit().map_err(werr)?;
+        self.committed();
+        Ok(())
+    }
+
+    /// Puts excised rows back in one transaction (foreign keys checked at commit),
+    /// each row with its rowid where it is free. Refuses when an excised event is in
+    /// the file again. Returns how many rows got a new rowid.
+    pub fn restore_excised(&self, items: &[ExcisionRestore]) -> Result<usize, WriteError> {
+        let path = self.path().to_path_buf();
+        let tx = self.begin_excise()?;
+        let werr = |e: rusqlite::Error| classify(&path, e);
+        tx.pragma_update(None, "defer_foreign_keys", true)
+            .map_err(werr)?;
+        let mut moved = 0;
+        for item in items {
+            let back: i64 = tx
+                .query_row(
+                    &format!("SELECT count(*) FROM runtime_events WHERE event_id IN {IDS}"),
+                    params![id_list(&item.events)],
+                    |r| r.get(0),
+                )
+                .map_err(werr)?;
+            if back > 0 {
+                return Err(WriteError::Write {
+                    path: path.clone(),
+                    detail: format!(
+                        "{back} excised event(s) of session `{}` are in the workspace again",
+                        item.session_id
+                    ),
+                });
+            }
+            // Parents first (the log, then what hangs on it).
+            for (table, rows) in item.tables.iter().rev() {
+                moved += insert_rows(&tx, table, rows, item.rowids.get(table).map(Vec::as_slice))
+                    .map_err(|e| match e.sqlite_error_code() {
+                    Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
+                        path: path.clone(),
+                        detail: format!(
+                            "a row of `{table}` from the excision bundle of session `{}` \
+                                 collides with a row in the workspace ({e})",
+                            item.session_id
+                        ),
+                    },
+                    _ => classify(&path, e),
+                })?;
+            }
+        }
+        self.refuse_if_opened_meanwhile()?;
+        tx.commit().map_err(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
+                path: path.clone(),
+                detail: format!("the restored rows break a foreign key ({e})"),
+            },
+            _ => classify(&path, e),
+        })?;
+        self.committed();
+        Ok(moved)
+    }
+}
+
+impl Workspace {
+    /// Every row the excision of `events` of `session` would remove (read-only).
+    pub fn excision(&self, session: &str, events: &[String]) -> Result<Excision, DbError> {
+        read_excision(self.conn(), session, events).map_err(|e| self.err(&e))
+    }
+
+    /// Whether each of `events` is still in `runtime_events` (restore's dry run).
+    pub fn events_present(&self, events: &[String]) -> Result<usize, DbError> {
+        let n: i64 = self
+            .conn()
+            .query_row(
+                &format!("SELECT count(*) FROM runtime_events WHERE event_id IN {IDS}"),
+                params![id_list(events)],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(&e))?;
+        Ok(usize::try_from(n).unwrap_or(0))
+    }
+
+    /// A private copy of this snapshot (SQLite's backup API: every page as it is, so
+    /// rowids are kept) in a temporary directory, with `excisions` applied: the file as
+    /// an apply would leave it, to be scanned ("rescanned in memory"; the original is
+    /// never written). The copy goes when the returned workspace is dropped.
+    pub fn excised_copy(&self, excisions: &[Excision]) -> Result<Workspace, DbError> {
+        let io = |e: std::io::Error| DbError::Io {
+            path: self.path().to_path_buf(),
+            source: e,
+        };
+        let dir = tempfile::tempdir().map_err(io)?;
+        let copy = dir.path().join("runtime.sqlite");
+        let cerr = |e: rusqlite::Error| DbError::from_sqlite(self.path(), &e);
+        {
+            let mut dst = Connection::open(&copy).map_err(cerr)?;
+            {
+                let b = rusqlite::backup::Backup::new(self.conn(), &mut dst).map_err(cerr)?;
+                b.run_to_completion(1 << 14, std::time::Duration::ZERO, None)
+                    .map_err(cerr)?;
+            }
+            dst.pragma_update(None, "foreign_keys", true)
+                .map_err(cerr)?;
+            let tx = dst.transaction().map_err(cerr)?;
+            for x in excisions {
+                delete_excision(&tx, &x.events).map_err(cerr)?;
+            }
+            tx.commit().map_err(cerr)?;
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let uri = super::file_uri(&copy, "mode=rw");
+        let conn = Connection::open_with_flags(&uri, flags).map_err(cerr)?;
+        let ws = Workspace {
+            conn,
+            path: self.path().to_path_buf(),
+            twin: Some((uri, flags)),
+            _copy_dir: Some(dir),
+            stamp: None,
+            live: false,
+        };
+        ws.prepare_read()?;
+        Ok(ws)
+    }
+}
+
+/// The values of `1..=max(values)` missing from sorted, distinct `values`; `None` when
+/// there are implausibly many (a hostile value far past the rest).
+fn missing(values: &[i64]) -> Option<Vec<i64>> {
+    let max = *values.last()?;
+    let n = i64::try_from(values.len()).ok()?;
+    if max.saturating_sub(n) > 100_000 {
+        return None;
+    }
+    let have: BTreeSet<i64> = values.iter().copied().collect();
+    Some((1..=max).filter(|v| !have.contains(v)).collect())
+}
+
+impl Workspace {
+    /// The invocation of `event_id` and the `event_seq` values missing from it.
+    pub fn missing_event_seqs(
+        &self,
+        event_id: &str,
+    ) -> Result<Option<(String, Vec<i64>)>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let inv: Option<String> = self
+            .conn()
+            .query_row(
+                "SELECT invocation_id FROM runtime_events WHERE event_id = ?1",
+                params![event_id],
+                |r| r.get(0),
+            )
+            .map(Some)
+            .or_else(|e| match e {
+                rusqlite::Error::QueryReturnedNoRows
+                | rusqlite::Error::FromSqlConversionFailure(..)
+                | rusqlite::Error::InvalidColumnType(..) => Ok(None),
+                other => Err(other),
+            })
+            .map_err(e)?;
+        let Some(inv) = inv else { return Ok(None) };
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT DISTINCT event_seq FROM runtime_events WHERE invocation_id = ?1 \
+                 AND typeof(event_seq) = 'integer' ORDER BY event_seq",
+            )
+            .map_err(e)?;
+        let seqs: Vec<i64> = stmt
+            .query_map(params![inv], |r| r.get(0))
+            .map_err(e)?
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        Ok(missing(&seqs).map(|m| (inv, m)))
+    }
+
+    /// The ordinals missing from `session`'s `1..=max`.
+    pub fn missing_ordinals(&self, session: &str) -> Result<Option<Vec<i64>>, DbError> {
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT ordinal FROM runtime_session_event_ordinals WHERE session_id = ?1 \
+                 AND typeof(ordinal) = 'integer' ORDER BY ordinal",
+            )
+            .map_err(e)?;
+        let ords: Vec<i64> = stmt
+            .query_map(params![session], |r| r.get(0))
+            .map_err(e)?
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        Ok(missing(&ords))
+    }
+}
