@@ -533,8 +533,9 @@ pub fn scan_workspace(
     // The preview reads the same snapshot as the scan.
     let _snapshot = ws.read_snapshot()?;
     let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
+    let facts = ws.startup_facts()?;
     if opts.rules.is_none() {
-        if let Some(preview) = upgrade_preview(ws, opts, &report)? {
+        if let Some(preview) = upgrade_preview(ws, opts, &report, &facts)? {
             let writer_refuses = report.maka_gate.tool_writes_refused;
             report
                 .findings
@@ -546,7 +547,44 @@ pub fn scan_workspace(
             report.recount();
         }
     }
+    attach_startup(ws, &mut report, &facts)?;
     Ok(report)
+}
+
+/// Sets `startup` (`crate::startup`: the writing release's composition, then what the
+/// scan found about strict start-up recovery) and, when Maka refuses the file, its
+/// `startup_refused` finding first, without the findings that only restate a missing
+/// table.
+fn attach_startup(
+    ws: &Workspace,
+    report: &mut ScanReport,
+    facts: &crate::db::startup::StartupFacts,
+) -> Result<(), DbError> {
+    use crate::startup;
+    let release = startup::writer_release(&report.workspace_release.rules, facts.user_version);
+    let Some(verdict) = startup::verdict(facts, release) else {
+        return Ok(());
+    };
+    // Archived sessions are read only when some run could block (rare).
+    let mut blockers = crate::quarantine::startup_blockers(report, &BTreeSet::new());
+    if !blockers.is_empty() {
+        blockers = crate::quarantine::startup_blockers(report, &archived_sessions(ws)?);
+    }
+    let blockers = blockers
+        .into_iter()
+        .map(|(session_id, run_id, code)| startup::Blocker {
+            session_id,
+            run_id,
+            code: code.to_owned(),
+        })
+        .collect();
+    if let Some(f) = startup::refusal_finding(&verdict) {
+        startup::drop_restated(&mut report.findings, facts, &verdict);
+        report.findings.insert(0, f);
+        report.recount();
+    }
+    report.startup = Some(startup::Startup::new(verdict, blockers));
+    Ok(())
 }
 
 /// What the newer Maka builds will say of this file once they have migrated it: the
@@ -558,6 +596,7 @@ fn upgrade_preview(
     ws: &Workspace,
     opts: ScanOptions,
     report: &ScanReport,
+    facts: &crate::db::startup::StartupFacts,
 ) -> Result<Option<crate::scan::release::UpgradePreview>, DbError> {
     use crate::release::upgrade;
     use crate::scan::release::{UpgradeHeader, UpgradePreview, UpgradeTarget};
@@ -577,6 +616,23 @@ fn upgrade_preview(
             .any(|f| f.code == "session_header_undecodable");
     let mut out = Vec::new();
     for target in targets {
+        // The build's own composition checks (`crate::startup`) come first.
+        let composition = crate::startup::verdict(facts, target);
+        if let Some(why) = composition
+            .as_ref()
+            .and_then(crate::startup::upgrade_refusal)
+        {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "refuses".into(),
+                refusal: Some(why),
+                startup_blocked: true,
+                tool_writes_refused: false,
+                undecodable_headers: Vec::new(),
+                composition,
+            });
+            continue;
+        }
         if !upgrade::migration_measured(g) {
             out.push(UpgradeTarget {
                 release: target.to_owned(),
@@ -585,6 +641,7 @@ fn upgrade_preview(
                 startup_blocked: false,
                 tool_writes_refused: report.maka_gate.tool_writes_refused,
                 undecodable_headers: Vec::new(),
+                composition,
             });
             continue;
         }
@@ -598,6 +655,7 @@ fn upgrade_preview(
                 startup_blocked: true,
                 tool_writes_refused: false,
                 undecodable_headers: Vec::new(),
+                composition,
             });
             continue;
         }
@@ -654,6 +712,7 @@ fn upgrade_preview(
             startup_blocked: writer_blocked || !bad.is_empty(),
             tool_writes_refused,
             undecodable_headers: bad,
+            composition,
         });
     }
     Ok(Some(UpgradePreview { targets: out }))
@@ -1506,7 +1565,7 @@ pub fn diagnose_workspace(
         }
         let set_aside = counting.finish(ws)?;
         let apply_refusal = finalize.apply_refusal.clone();
-        let d = diagnose(&Input {
+        let mut d = diagnose(&Input {
             workspace: shown,
             report,
             archived: &archived,
@@ -1519,8 +1578,26 @@ pub fn diagnose_workspace(
             recorded_calls: &recorded_calls,
             apply_refusal,
         });
+        if let Some(s) = &report.startup {
+            amend_for_startup(&mut d, s);
+        }
         Ok((d, finalize))
     })
+}
+
+/// The diagnosis when Maka would not start for a reason the scan's runs do not show
+/// (issue notes, 38): `startup_blocked` counts the composition's refusal, which no
+/// step changes, and the plan says so and what to do.
+fn amend_for_startup(d: &mut crate::diagnosis::Diagnosis, s: &crate::startup::Startup) {
+    if s.opens {
+        return;
+    }
+    d.before.startup_blocked = true;
+    d.after.startup_blocked = true;
+    d.plan.startup_refused = crate::startup::plan_words(s);
+    for step in &mut d.plan.steps {
+        step.fixes = format!("{}; {}", step.fixes, crate::startup::STAYS_REFUSED);
+    }
 }
 
 type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;

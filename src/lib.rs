@@ -40,3 +40,4 @@ pub mod replay;
 pub mod report;
 pub mod scan;
 pub mod session_header;
+pub mod startup;

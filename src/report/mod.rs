@@ -3,6 +3,7 @@
 
 pub mod diagnosis;
 pub mod finalize;
+pub mod fold;
 pub mod replay;
 pub mod sanitize;
 pub mod scan;
@@ -22,4 +23,6 @@ pub enum Format {
 pub struct RenderOpts {
     pub color: bool,
     pub width: u16,
+    /// List every finding even where many share one code (`doctor scan --verbose`).
+    pub verbose: bool,
 }

@@ -118,6 +118,10 @@ fn render_table(
 ) -> io::Result<()> {
     writeln!(out, "workspace: {}", sanitize(path))?;
     writeln!(out, "release: {}", report.workspace_release.describe())?;
+    if let Some(s) = &report.startup {
+        writeln!(out, "{}", sanitize(&s.line()))?;
+    }
+    let (shown, folded) = super::fold::fold_findings(&report.findings, opts.verbose);
     if !report.findings.is_empty() {
         let mut table = Table::new();
         table
@@ -128,7 +132,7 @@ fn render_table(
         if !opts.color {
             table.force_no_tty();
         }
-        for f in &report.findings {
+        for f in shown {
             let mut place = Vec::new();
             for (label, value) in [
                 ("session", &f.session_id),
@@ -162,6 +166,14 @@ fn render_table(
                     sanitize(&f.message),
                     sanitize(&f.hint)
                 )),
+            ]);
+        }
+        for g in &folded {
+            table.add_row(vec![
+                severity_cell(g.severity, opts.color),
+                Cell::new(g.code),
+                Cell::new(format!("{} more", g.count)),
+                Cell::new(sanitize(&g.line())),
             ]);
         }
         // Ids are what users copy into the next command: never wrap them.

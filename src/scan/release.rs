@@ -184,6 +184,9 @@ pub struct UpgradeTarget {
     pub tool_writes_refused: bool,
     /// Headers the writer reads and this build cannot.
     pub undecodable_headers: Vec<UpgradeHeader>,
+    /// What this build's workspace composition does when it opens the file (see
+    /// `crate::startup`).
+    pub composition: Option<crate::startup::Verdict>,
 }
 
 /// A run or session header a newer build cannot decode.
