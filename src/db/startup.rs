@@ -235,3 +235,50 @@ impl Workspace {
         Ok(facts)
     }
 }
+
+impl StartupFacts {
+    /// The facts of a file with exactly these schema facts, its session-metadata schema
+    /// row at the registry's `session_metadata` version and every legacy table empty:
+    /// how a catalog generation (fresh or migrated) opens, for the upgrade preview's
+    /// tests and for files known only by their schema.
+    pub fn of_schema(schema: &super::SchemaFacts) -> StartupFacts {
+        let mut f = StartupFacts {
+            user_version: schema.user_version,
+            objects: schema.objects.clone(),
+            ..StartupFacts::default()
+        };
+        let empty = || Some(Ok(Vec::new()));
+        if let Some(reg) = &schema.registry {
+            f.registry = Some(Ok(reg
+                .iter()
+                .map(|(s, v)| (Cell::Text(s.clone()), Cell::Integer(*v)))
+                .collect()));
+        }
+        if f.has_table("session_metadata_schema") {
+            f.session_metadata_version = Some(
+                schema
+                    .registry
+                    .as_ref()
+                    .and_then(|r| r.get("session_metadata"))
+                    .map(|v| Cell::Integer(*v)),
+            );
+        }
+        if f.has_table("cutover_journal") {
+            f.cutover_journal = empty();
+        }
+        if f.has_table("runtime_import_sources") {
+            f.runtime_import_sources = empty();
+        }
+        if f.has_table("session_metadata_import_sources") {
+            f.session_import_sources = empty();
+        }
+        if f.has_table("workflow_plan_reminders") {
+            f.plan_reminders = empty();
+        }
+        f.automation_durable = f
+            .objects
+            .iter()
+            .any(|o| o.key == "table:automation_definitions" && o.signature.contains("DURABLE"));
+        f
+    }
+}

@@ -722,3 +722,149 @@ fn invalid_session_metadata(r: &str) -> Verdict {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh(tag: &str) -> StartupFacts {
+        StartupFacts::of_schema(&generation_of(tag).unwrap().facts(0))
+    }
+
+    fn judge(release: &str, f: &StartupFacts) -> Verdict {
+        composition_of(release).unwrap().judge(f)
+    }
+
+    fn reason(v: &Verdict) -> Option<&'static str> {
+        v.refusal.as_ref().map(|r| r.reason)
+    }
+
+    #[test]
+    fn families_follow_the_release_order() {
+        let fam = |t: &str| composition_of(t).unwrap().family;
+        assert_eq!(fam("v0.1.1"), Family::RuntimeOnly);
+        assert_eq!(fam("v0.1.2"), Family::PerStore);
+        assert_eq!(fam("v0.1.6"), Family::PerStore);
+        assert_eq!(fam("v0.1.7"), Family::Prechecked);
+        assert_eq!(fam("v0.1.10"), Family::Prechecked);
+        assert_eq!(fam("v0.1.11"), Family::TargetSchema);
+        assert!(!composition_of("v0.1.11").unwrap().retires_legacy_metadata);
+        assert!(composition_of("main").unwrap().retires_legacy_metadata);
+    }
+
+    #[test]
+    fn every_release_opens_its_own_fresh_file_as_it_is() {
+        for tag in crate::release::RELEASES {
+            let v = judge(tag, &fresh(tag));
+            assert!(v.opens, "{tag}: {v:?}");
+            assert!(v.migrations.is_empty(), "{tag}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn v015_migrates_a_runtime_only_file_that_v0111_and_main_refuse() {
+        let f = fresh("v0.1.0");
+        let v = judge("v0.1.5", &f);
+        assert!(v.opens, "{v:?}");
+        assert_eq!(v.migrations[0], step("runtime", Some(4), Some(9)));
+        assert!(v
+            .migrations
+            .iter()
+            .any(|m| m.store == "workflow" && m.from.is_none()));
+        for t in ["v0.1.11", "main"] {
+            assert_eq!(
+                reason(&judge(t, &f)),
+                Some("schema_registry_missing"),
+                "{t}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_newer_runtime_schema_is_refused_in_each_releases_words() {
+        let mut f = fresh("main");
+        f.user_version = 13;
+        let v = judge("v0.1.5", &f);
+        let r = v.refusal.unwrap();
+        assert_eq!(r.reason, "schema_newer");
+        assert_eq!(
+            r.maka_message,
+            "SQLite runtime schema 13 is newer than supported version 9"
+        );
+        assert_eq!((r.version, r.supported_version), (Some(13), Some(9)));
+        let r = judge("v0.1.7", &f).refusal.unwrap();
+        assert!(r
+            .maka_message
+            .starts_with("Operational schema runtime is newer than supported version 11;"));
+        let r = judge("main", &f).refusal.unwrap();
+        assert_eq!(r.store, "runtime");
+        assert!(r
+            .maka_message
+            .ends_with("Upgrade Maka to open this workspace."));
+    }
+
+    #[test]
+    fn an_unknown_scope_is_ignored_before_v017_and_refused_after() {
+        let mut f = fresh("v0.1.5");
+        if let Some(Ok(rows)) = &mut f.registry {
+            rows.push((Cell::Text("future_scope".into()), Cell::Integer(1)));
+        }
+        assert!(judge("v0.1.5", &f).opens);
+        assert_eq!(reason(&judge("v0.1.7", &f)), Some("schema_scope_unknown"));
+        assert_eq!(reason(&judge("main", &f)), Some("schema_scope_unknown"));
+    }
+
+    #[test]
+    fn a_dropped_runtime_index_refuses_from_v0111_and_a_core_index_is_recreated() {
+        let drop = |tag: &str, key: &str| {
+            let mut f = fresh(tag);
+            f.objects.retain(|o| o.key != key);
+            f
+        };
+        let f = drop("main", "index:runtime_events_by_run");
+        let v = judge("main", &f);
+        assert_eq!(reason(&v), Some("schema_object_missing"));
+        assert_eq!(
+            v.refusal.unwrap().object.as_deref(),
+            Some("index:runtime_events_by_run")
+        );
+        // v0.1.5 checks versions only: it opens the file as it is.
+        let f = drop("v0.1.5", "index:runtime_events_by_run");
+        assert!(judge("v0.1.5", &f).opens);
+        let f = drop("main", "index:core_agent_runs_session_order");
+        let v = judge("main", &f);
+        assert!(v.opens, "{v:?}");
+        assert_eq!(
+            v.migrations[0].recreates,
+            ["index:core_agent_runs_session_order"]
+        );
+    }
+
+    #[test]
+    fn main_retires_legacy_metadata_only_when_its_rows_are_complete() {
+        let mut f = fresh("v0.1.3");
+        assert!(judge("main", &f).opens);
+        assert_eq!(
+            reason(&judge("v0.1.11", &f)),
+            Some("schema_object_unexpected")
+        );
+        let row = |state: &str| {
+            vec![
+                ("store_name".to_owned(), Cell::Text("shell_runs".into())),
+                ("source_path".to_owned(), Cell::Text("/x".into())),
+                ("source_fingerprint".to_owned(), Cell::Text("f".into())),
+                ("state".to_owned(), Cell::Text(state.into())),
+                ("started_at".to_owned(), Cell::Integer(1)),
+                ("completed_at".to_owned(), Cell::Integer(2)),
+                (
+                    "validation_json".to_owned(),
+                    Cell::Text("{\"shell_runs\":3}".into()),
+                ),
+            ]
+        };
+        f.cutover_journal = Some(Ok(vec![row("completed")]));
+        assert!(judge("main", &f).opens);
+        f.cutover_journal = Some(Ok(vec![row("started")]));
+        assert_eq!(reason(&judge("main", &f)), Some("legacy_cutover_invalid"));
+    }
+}
