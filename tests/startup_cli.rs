@@ -41,10 +41,16 @@ fn a_dropped_table_is_one_refusal_with_a_plan_that_says_so() {
         "Incomplete operational SQLite schema: missing required schema object \
          index:tool_journal_events_by_operation"
     );
-    assert!(f["hint"].as_str().unwrap().contains("restore a backup"), "{f}");
+    assert!(
+        f["hint"].as_str().unwrap().contains("restore a backup"),
+        "{f}"
+    );
     let s = &doc["startup"];
     assert_eq!(s["opens"], false);
-    assert_eq!(s["refusal"]["object"], "index:tool_journal_events_by_operation");
+    assert_eq!(
+        s["refusal"]["object"],
+        "index:tool_journal_events_by_operation"
+    );
     assert_eq!(s["strict_recovery"]["runs"], false);
     let d = &doc["diagnosis"];
     assert_eq!(d["before"]["startup_blocked"], true);
@@ -56,7 +62,11 @@ fn a_dropped_table_is_one_refusal_with_a_plan_that_says_so() {
     let table = wsledger(&["doctor", "scan", ws]);
     assert_eq!(table.status, 1);
     let lines: Vec<&str> = table.stdout.lines().collect();
-    assert!(lines[2].starts_with("start-up: REFUSED: "), "{}", table.stdout);
+    assert!(
+        lines[2].starts_with("start-up: REFUSED: "),
+        "{}",
+        table.stdout
+    );
 }
 
 #[test]
@@ -83,7 +93,10 @@ fn a_newer_schema_is_never_sent_to_an_older_maka() {
     assert_eq!(f["detail"]["supported_version"], 12);
     let hint = f["hint"].as_str().unwrap();
     assert!(hint.contains("or a newer one"), "{hint}");
-    assert!(!wsledger::release::advice::advises_schema_surgery(hint), "{hint}");
+    assert!(
+        !wsledger::release::advice::advises_schema_surgery(hint),
+        "{hint}"
+    );
 }
 
 #[test]
@@ -107,7 +120,12 @@ fn many_rows_of_one_cause_are_folded_unless_verbose() {
             .count()
     };
     let table = wsledger(&["doctor", "scan", ws]);
-    assert!(table.stdout.lines().nth(2).unwrap().starts_with("start-up: ok: "));
+    assert!(table
+        .stdout
+        .lines()
+        .nth(2)
+        .unwrap()
+        .starts_with("start-up: ok: "));
     // Five listed, the rest in one row that counts them.
     assert_eq!(rows(&table.stdout), 6, "{}", table.stdout);
     assert!(

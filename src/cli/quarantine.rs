@@ -81,7 +81,9 @@ fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
     let blockers = startup_blockers(report, archived);
     json!({
         "tool_writes_refused": report.maka_gate.tool_writes_refused,
-        "startup_blocked": !blockers.is_empty(),
+        // Maka refusing to open the file (`startup_refused`) blocks start-up too.
+        "startup_blocked": !blockers.is_empty()
+            || report.startup.as_ref().is_some_and(|s| !s.opens),
         "startup_blockers": blockers
             .iter()
             .map(|(s, r, c)| {
@@ -631,6 +633,10 @@ pub fn run_quarantine(
         "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
         "notes": [],
     });
+    // A quarantine changes no schema: Maka still refuses to open a file it refuses now.
+    if report.startup.as_ref().is_some_and(|s| !s.opens) {
+        doc["after"]["startup_blocked"] = Value::Bool(true);
+    }
     let blocked: Vec<String> = deletions
         .iter()
         .filter(|d| !d.blockers.is_empty())

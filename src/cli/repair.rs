@@ -282,7 +282,8 @@ pub fn run(
     })?;
     let state = After {
         tool_writes_refused: after.maka_gate.tool_writes_refused,
-        startup_blocked: !startup_blockers(&after, &archived_after).is_empty(),
+        startup_blocked: !startup_blockers(&after, &archived_after).is_empty()
+            || after.startup.as_ref().is_some_and(|s| !s.opens),
         stuck_runs: after
             .runs
             .iter()
