@@ -262,7 +262,7 @@ impl Composition {
                     );
                 };
                 match version.non_negative_integer() {
-                    None => return invalid_version(r, scope, version, true),
+                    None => return invalid_version(r, scope, version),
                     Some(n) if n > sup => return newer(r, scope, n, sup, true),
                     _ => {}
                 }
@@ -317,7 +317,7 @@ impl Composition {
                 .map(|(_, v)| v);
             match existing {
                 Some(version) => match version.non_negative_integer() {
-                    None if pre => return invalid_version(r, scope, version, true),
+                    None if pre => return invalid_version(r, scope, version),
                     Some(n) if n <= *sup => {
                         if n < *sup && !matches!(scope.as_str(), "runtime" | "session_metadata") {
                             m.push(step(scope, Some(n), Some(*sup)));
@@ -448,7 +448,7 @@ impl Composition {
                 );
             };
             let Some(n) = version.non_negative_integer() else {
-                return invalid_version(r, scope, version, true);
+                return invalid_version(r, scope, version);
             };
             if n > sup {
                 return newer(r, scope, n, sup, true);
@@ -541,18 +541,35 @@ impl Composition {
             .iter()
             .map(|(k, s)| ((*k).to_owned(), (*s).to_owned()))
             .collect();
+        // A store's migration steps run from its version on: what already existed at
+        // that version and no later step changes (same definition in the target) is not
+        // created again (measured generations say what existed; without one, the steps
+        // are assumed to produce the target).
+        let from = |store: &str| -> Option<i64> {
+            match store {
+                "runtime" => Some(uv),
+                "session_metadata" => sm,
+                s => registered.get(s).copied(),
+            }
+        };
+        let untouched = |store: &str, key: &str, sig: &str| -> bool {
+            from(store)
+                .and_then(|v| objects_at(store, v))
+                .is_some_and(|base| base.get(key).is_some_and(|s| s == sig))
+        };
         let mut recreates: BTreeMap<&str, Vec<String>> = BTreeMap::new();
         for (key, sig) in &target {
             let store = store_of_table(table_of(sig));
+            let migrated = migrating(store) && !untouched(store, key, sig);
             match after.get(key) {
-                None if migrating(store) => {
+                None if migrated => {
                     after.insert(key.clone(), sig.clone());
                 }
                 None if recreated_anyway(store, key) => {
                     after.insert(key.clone(), sig.clone());
                     recreates.entry(store).or_default().push(key.clone());
                 }
-                Some(s) if s != sig && migrating(store) => {
+                Some(s) if s != sig && migrated => {
                     after.insert(key.clone(), sig.clone());
                 }
                 _ => {}
@@ -641,6 +658,22 @@ impl Composition {
     }
 }
 
+/// The objects of the newest generation whose `store` is at `version` (runtime: its
+/// `user_version`), as that release creates them.
+fn objects_at(store: &str, version: i64) -> Option<&'static BTreeMap<String, String>> {
+    catalog()
+        .iter()
+        .rev()
+        .find(|g| match store {
+            "runtime" => g.user_version == version,
+            s => g
+                .registry
+                .as_ref()
+                .is_some_and(|r| r.get(s) == Some(&version)),
+        })
+        .map(|g| g.fresh())
+}
+
 /// Every object key some release before `release` writes (fresh or migrated): the
 /// objects Maka's own migrations know how to replace or drop.
 fn released_before(release: &str) -> BTreeSet<&'static str> {
@@ -683,7 +716,7 @@ fn newer_with(r: &str, scope: &str, found: i64, sup: i64, msg: String) -> Verdic
     Verdict::refuses(r, x)
 }
 
-fn invalid_version(r: &str, scope: &str, version: &Cell, suffix: bool) -> Verdict {
+fn invalid_version(r: &str, scope: &str, version: &Cell) -> Verdict {
     Verdict::refuses(
         r,
         refusal(
@@ -691,9 +724,8 @@ fn invalid_version(r: &str, scope: &str, version: &Cell, suffix: bool) -> Verdic
             scope,
             Some(scope.to_owned()),
             format!(
-                "Operational schema {scope} has invalid version {}{}",
-                version.display(),
-                if suffix { RESTORE } else { "" }
+                "Operational schema {scope} has invalid version {}{RESTORE}",
+                version.display()
             ),
         ),
     )
@@ -831,6 +863,9 @@ mod tests {
         // v0.1.5 checks versions only: it opens the file as it is.
         let f = drop("v0.1.5", "index:runtime_events_by_run");
         assert!(judge("v0.1.5", &f).opens);
+        // The runtime migrations 10 to 12 do not create it again.
+        let v = judge("main", &f);
+        assert_eq!(reason(&v), Some("schema_object_missing"), "{v:?}");
         let f = drop("main", "index:core_agent_runs_session_order");
         let v = judge("main", &f);
         assert!(v.opens, "{v:?}");
