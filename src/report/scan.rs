@@ -238,7 +238,13 @@ fn render_table(
     if let Some(p) = &report.upgrade {
         for t in &p.targets {
             let verdict = match t.migration.as_str() {
-                "refuses" => "refuses to migrate this file".to_owned(),
+                "refuses" => match t.composition.as_ref().and_then(|c| c.refusal.as_ref()) {
+                    Some(r) => format!(
+                        "refuses to open this file ({}, store {}), leaving it as it is",
+                        r.reason, r.store
+                    ),
+                    None => "refuses to migrate this file".to_owned(),
+                },
                 "not_measured" => "migration not measured for this release's file".to_owned(),
                 _ => format!(
                     "start-up {}, tool writes {}",
