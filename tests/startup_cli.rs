@@ -136,3 +136,41 @@ fn many_rows_of_one_cause_are_folded_unless_verbose() {
     let verbose = wsledger(&["doctor", "scan", ws, "--verbose"]);
     assert_eq!(rows(&verbose.stdout), n, "{}", verbose.stdout);
 }
+
+#[test]
+fn a_newer_build_refusing_for_the_same_object_is_not_a_second_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        "fixtures/releases/v0.1.11/healthy/runtime.sqlite",
+        dir.path().join("runtime.sqlite"),
+    )
+    .unwrap();
+    let c = rusqlite::Connection::open(dir.path().join("runtime.sqlite")).unwrap();
+    c.execute_batch("DROP TABLE tool_journal_events; PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    drop(c);
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status, 1);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let codes: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["startup_refused"]);
+    assert_eq!(doc["startup"]["release"], "v0.1.11");
+    // The preview still says main refuses it too.
+    let main = &doc["upgrade"]["targets"][0];
+    assert_eq!(main["release"], "main");
+    assert_eq!(
+        main["composition"]["refusal"]["reason"],
+        "schema_object_missing"
+    );
+}

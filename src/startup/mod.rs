@@ -314,6 +314,17 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
                 return false;
             }
         }
+        // A newer build refusing for the same check and object says it again.
+        if f.code == "upgrade_migration_refused"
+            && !r.reason.is_empty()
+            && f.message
+                .contains(&format!("({}, store {}", r.reason, r.store))
+            && r.object
+                .as_ref()
+                .is_none_or(|o| f.message.contains(o.as_str()))
+        {
+            return false;
+        }
         let about_journal = f.code.starts_with("projection_journal_");
         let about_operations = f.code.starts_with("projection_operation_");
         !(missing_journal && about_journal || missing_operations && about_operations)
