@@ -174,6 +174,13 @@ impl Startup {
 
     /// The one line the table output prints before the findings.
     pub fn line(&self) -> String {
+        match &self.not_modelled {
+            Some(n) => format!("{} (not modelled: {n})", self.verdict_line()),
+            None => self.verdict_line(),
+        }
+    }
+
+    fn verdict_line(&self) -> String {
         let who = if self.release == "main" {
             "a Maka main-branch build".to_owned()
         } else {
