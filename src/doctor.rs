@@ -578,9 +578,12 @@ fn attach_startup(
             code: code.to_owned(),
         })
         .collect();
-    if let Some(f) = startup::refusal_finding(&verdict) {
-        startup::drop_restated(&mut report.findings, facts, &verdict);
-        report.findings.insert(0, f);
+    let dropped = startup::drop_restated(&mut report.findings, facts, &verdict);
+    let refusal = startup::refusal_finding(&verdict);
+    if let Some(f) = &refusal {
+        report.findings.insert(0, f.clone());
+    }
+    if dropped > 0 || refusal.is_some() {
         report.recount();
     }
     report.startup = Some(startup::Startup::new(verdict, blockers));

@@ -174,3 +174,33 @@ fn a_newer_build_refusing_for_the_same_object_is_not_a_second_finding() {
         "schema_object_missing"
     );
 }
+
+#[test]
+fn a_missing_header_table_is_not_one_finding_per_run() {
+    // main's core-execution store creates it again: Maka opens the file.
+    let dir = copy_healthy("DROP TABLE core_agent_runs");
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["startup"]["opens"], true, "{}", doc["startup"]);
+    let m = &doc["startup"]["migrations"][0];
+    assert_eq!(m["store"], "core_execution");
+    assert!(m["recreates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == "table:core_agent_runs"));
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().all(|f| f["code"] != "run_header_missing"),
+        "{findings:?}"
+    );
+    assert!(findings
+        .iter()
+        .any(|f| f["code"] == "schema_object_missing"));
+}

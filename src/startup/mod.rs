@@ -273,9 +273,10 @@ pub fn writer_release(rules_release: &str, user_version: i64) -> &'static str {
 }
 
 /// Drops the findings that only restate one cause: the schema warnings about the
-/// refused object (and every object of its table, when that is missing), and the
-/// projection findings about a tool table that is not there to hold the rows (the
-/// missing table is already one finding). Returns how many were dropped.
+/// refused object (and every object of its table, when that is missing), the
+/// projection findings about a tool table that is not there to hold the rows, and the
+/// "run has no header" findings when the header table is missing (the missing table is
+/// already one finding). Returns how many were dropped.
 pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verdict) -> usize {
     let no_refusal = Refusal {
         reason: "",
@@ -288,6 +289,7 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
     let r = v.refusal.as_ref().unwrap_or(&no_refusal);
     let missing_journal = !facts.has_table("tool_journal_events");
     let missing_operations = !facts.has_table("tool_operations");
+    let missing_headers = !facts.has_table("core_agent_runs");
     // The table the refused object belongs to: every warning about one of its
     // objects restates the refusal.
     let target = composition_of(&v.release).and_then(|c| c.target);
@@ -334,7 +336,11 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
         }
         let about_journal = f.code.starts_with("projection_journal_");
         let about_operations = f.code.starts_with("projection_operation_");
-        !(missing_journal && about_journal || missing_operations && about_operations)
+        // Without the header table every run lacks its header: that is the table.
+        let about_headers = f.code == "run_header_missing";
+        !(missing_journal && about_journal
+            || missing_operations && about_operations
+            || missing_headers && about_headers)
     });
     before - findings.len()
 }
