@@ -198,6 +198,10 @@ codes! {
     "None for the release that wrote it: wsledger judges the file with that release's own rules. A newer Maka migrates it in place when it opens it, one way.",
     "The workspace was last opened by an older Maka release.",
     "Nothing is required. Before upgrading Maka, take a copy of the workspace folder: the migration is one way, and the Maka 0.1.5 and 0.1.6 desktop apps delete at start any workspace database whose schema is not exactly their own.";
+    "startup_refused", Error, "Maka refuses to open this workspace: its workspace composition stops at a check",
+    "Maka does not start on this file: the runtime host (and the desktop, which boots through it) throws while composing the session, agent-run and runtime stores, before any session is listed. `detail.reason` names the check, `detail.store` the store, `detail.maka_message` quotes Maka's error; `wsledger explain startup_refused` lists every reason.",
+    "A file written by a newer Maka, a schema changed by hand or by another tool (a dropped table or index), legacy migration state a release left incomplete, or released data an upgrade cannot carry over.",
+    "Follow the hint for the reason: a newer schema needs the Maka that wrote it or a newer one (never an older one); a damaged schema needs the file kept as it is and a backup restored, reported with `wsledger info`. wsledger does not repair a schema; finalize or quarantine, where planned, leave start-up refused.";
     "schema_object_missing", Warning, "a table, index or trigger of the closest known Maka schema is missing",
     "The file matches no known Maka release. v0.1.11 and later compare every object with their target and refuse to open or migrate a file with one missing; older releases check only the versions and fail when they reach the missing object (the 0.1.5 and 0.1.6 desktop apps delete a file that is not exactly theirs).",
     "A damaged file, a tool that removed an object, or a Maka build wsledger does not know.",
@@ -261,6 +265,10 @@ pub struct Finding {
     pub tool_call_id: Option<String>,
     pub message: String,
     pub hint: String,
+    /// Structured facts of the finding, where its code defines them (e.g.
+    /// `startup_refused`'s `reason`); absent from the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
 }
 
 impl Finding {
@@ -279,6 +287,7 @@ impl Finding {
             tool_call_id: None,
             message: message.into(),
             hint: info.action.to_owned(),
+            detail: None,
         }
     }
 
@@ -304,6 +313,10 @@ impl Finding {
     }
     pub fn hint(mut self, h: impl Into<String>) -> Self {
         self.hint = h.into();
+        self
+    }
+    pub fn with_detail(mut self, d: serde_json::Value) -> Self {
+        self.detail = Some(d);
         self
     }
 }

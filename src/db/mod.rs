@@ -28,6 +28,7 @@ mod raw;
 pub mod rows;
 pub mod schema;
 pub mod session;
+pub mod startup;
 pub mod write;
 
 use std::path::{Path, PathBuf};

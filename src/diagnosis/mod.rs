@@ -235,6 +235,10 @@ pub struct RemedyPlan {
     /// Why the steps' `--apply` would be refused on this file as it is (`None`: they
     /// would run).
     pub refused: Option<String>,
+    /// When Maka refuses to open the file (`startup_refused`): that no step changes
+    /// that, and what to do instead (set by `doctor scan`; see `crate::startup`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_refused: Option<String>,
 }
 
 /// `diagnosis.after`: the workspace once every step ran.
@@ -645,6 +649,7 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
                 .map(|why| format!("every step's --apply refuses this file: {why}")),
             steps,
             all_in_one,
+            startup_refused: None,
         },
         before,
         after,

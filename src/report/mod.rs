@@ -3,6 +3,7 @@
 
 pub mod diagnosis;
 pub mod finalize;
+pub mod fold;
 pub mod info;
 pub mod quarantine;
 pub mod repair;
@@ -25,4 +26,6 @@ pub enum Format {
 pub struct RenderOpts {
     pub color: bool,
     pub width: u16,
+    /// List every finding even where many share one code (`doctor scan --verbose`).
+    pub verbose: bool,
 }

@@ -192,6 +192,10 @@ fn render_table(
     let report = parts.report;
     writeln!(out, "workspace: {}", sanitize(path))?;
     writeln!(out, "release: {}", report.workspace_release.describe())?;
+    if let Some(s) = &report.startup {
+        writeln!(out, "{}", sanitize(&s.line()))?;
+    }
+    let (shown, folded) = super::fold::fold_findings(&report.findings, opts.verbose);
     if !report.findings.is_empty() {
         let mut table = Table::new();
         table
@@ -202,7 +206,7 @@ fn render_table(
         if !opts.color {
             table.force_no_tty();
         }
-        for f in &report.findings {
+        for f in shown {
             let mut place = Vec::new();
             for (label, value) in [
                 ("session", &f.session_id),
@@ -235,6 +239,14 @@ fn render_table(
                     sanitize(&f.message),
                     sanitize(&f.hint)
                 )),
+            ]);
+        }
+        for g in &folded {
+            table.add_row(vec![
+                severity_cell(g.severity, opts.color),
+                Cell::new(g.code),
+                Cell::new(format!("{} more", g.count)),
+                Cell::new(sanitize(&g.line())),
             ]);
         }
         // Ids are what users copy into the next command: never wrap them.
@@ -299,7 +311,13 @@ fn render_table(
     if let Some(p) = &report.upgrade {
         for t in &p.targets {
             let verdict = match t.migration.as_str() {
-                "refuses" => "refuses to migrate this file".to_owned(),
+                "refuses" => match t.composition.as_ref().and_then(|c| c.refusal.as_ref()) {
+                    Some(r) => format!(
+                        "refuses to open this file ({}, store {}), leaving it as it is",
+                        r.reason, r.store
+                    ),
+                    None => "refuses to migrate this file".to_owned(),
+                },
                 "not_measured" => "migration not measured for this release's file".to_owned(),
                 _ => format!(
                     "start-up {}, tool writes {}",

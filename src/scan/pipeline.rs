@@ -532,8 +532,9 @@ pub fn scan_workspace(
     // The preview reads the same snapshot as the scan.
     let _snapshot = ws.read_snapshot()?;
     let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
+    let facts = ws.startup_facts()?;
     if opts.rules.is_none() {
-        if let Some(preview) = super::release::upgrade_preview(ws, opts, &report)? {
+        if let Some(preview) = super::release::upgrade_preview(ws, opts, &report, &facts)? {
             let writer_refuses = report.maka_gate.tool_writes_refused;
             report
                 .findings
@@ -545,6 +546,7 @@ pub fn scan_workspace(
             report.recount();
         }
     }
+    super::startup::attach_startup(ws, &mut report, &facts)?;
     Ok(report)
 }
 

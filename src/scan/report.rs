@@ -95,6 +95,9 @@ pub struct ScanReport {
     /// What the newer Maka builds will say once they have migrated the file (`null`
     /// for a file of main's generation).
     pub upgrade: Option<super::release::UpgradePreview>,
+    /// Will Maka open this file, and does its strict start-up recovery complete (set by
+    /// `doctor scan`; see `crate::startup`).
+    pub startup: Option<crate::startup::Startup>,
     pub maka_gate: MakaGate,
     pub findings: Vec<Finding>,
     pub supersession: Vec<SupersessionGroup>,
@@ -265,6 +268,7 @@ pub(super) fn build(
         },
         workspace_release: WorkspaceRelease::of(&recognition, tables.schema.user_version),
         upgrade: None,
+        startup: None,
         maka_gate,
         findings,
         supersession,

@@ -1,10 +1,14 @@
-//! What of a scan makes Maka's strict start-up recovery stop: the runs and headers it
-//! throws on. Pure: a scan report in, blockers out.
+//! The scan's side of Maka's start-up: what of a scan makes Maka's strict start-up
+//! recovery stop (the runs and headers it throws on; pure: a scan report in, blockers
+//! out), and attaching the start-up model's verdict (`crate::startup`, which knows
+//! nothing of scans) to the report.
 
 use std::collections::BTreeSet;
 
 use super::runs::{RunReport, RunState};
 use super::{ScanReport, WORKSPACE_AUTHORITY_SESSION};
+use crate::db::startup::StartupFacts;
+use crate::db::{DbError, Workspace};
 
 /// The code under which a run's state makes Maka's strict start-up recovery throw,
 /// or `None` when it does not.
@@ -59,4 +63,43 @@ pub fn startup_blockers(
         }
     }
     out
+}
+
+/// Sets `startup` (`crate::startup`: the writing release's composition, then what the
+/// scan found about strict start-up recovery) and, when Maka refuses the file, its
+/// `startup_refused` finding first, without the findings that only restate a missing
+/// table.
+pub(super) fn attach_startup(
+    ws: &Workspace,
+    report: &mut ScanReport,
+    facts: &StartupFacts,
+) -> Result<(), DbError> {
+    use crate::startup;
+    let release = startup::writer_release(&report.workspace_release.rules, facts.user_version);
+    let Some(verdict) = startup::verdict(facts, release) else {
+        return Ok(());
+    };
+    // Archived sessions are read only when some run could block (rare).
+    let mut blockers = startup_blockers(report, &BTreeSet::new());
+    if !blockers.is_empty() {
+        blockers = startup_blockers(report, &ws.archived_sessions()?);
+    }
+    let blockers = blockers
+        .into_iter()
+        .map(|(session_id, run_id, code)| startup::Blocker {
+            session_id,
+            run_id,
+            code: code.to_owned(),
+        })
+        .collect();
+    let dropped = startup::drop_restated(&mut report.findings, facts, &verdict);
+    let refusal = startup::refusal_finding(&verdict);
+    if let Some(f) = &refusal {
+        report.findings.insert(0, f.clone());
+    }
+    if dropped > 0 || refusal.is_some() {
+        report.recount();
+    }
+    report.startup = Some(startup::Startup::new(verdict, blockers));
+    Ok(())
 }
