@@ -49,11 +49,16 @@ pub fn startup_blockers(
         .filter(|r| !archived.contains(&r.session_id))
         .filter_map(|r| startup_code(r).map(|c| (r.session_id.clone(), r.run_id.clone(), c)))
         .collect();
-    // So does a session header it cannot read (every session's, archived ones too);
-    // it names no run, so its run is "".
+    // So does a session header or a stored message it cannot read (every session's,
+    // archived ones too); it names no run, so its run is "".
     for f in &report.findings {
-        if let (true, Some(s)) = (f.code == "session_header_undecodable", &f.session_id) {
-            let key = (s.clone(), String::new(), "session_header_undecodable");
+        let code = match f.code {
+            "session_header_undecodable" => "session_header_undecodable",
+            "session_message_unreadable" => "session_message_unreadable",
+            _ => continue,
+        };
+        if let Some(s) = &f.session_id {
+            let key = (s.clone(), String::new(), code);
             if !out.contains(&key) {
                 out.push(key);
             }
