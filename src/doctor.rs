@@ -857,6 +857,22 @@ pub fn scan_workspace_without(
         let mut outside = ws.runs_outside_sessions()?;
         outside.retain(|(s, _)| !gone.session(s));
         crate::scan::listed::set_aside_unlisted_runs(&mut report, &outside);
+        // The store's own check before any append: every continuation-claim row.
+        let claims: Vec<_> = ws
+            .claim_rows()?
+            .into_iter()
+            .filter(|c| !gone.session(&c.target_session_id))
+            .filter_map(|c| crate::scan::listed::claim_row_problem(&c).map(|why| (c, why)))
+            .collect();
+        let mut listed = BTreeSet::new();
+        if !claims.is_empty() && has_sessions {
+            for (c, _) in &claims {
+                if ws.session_exists(&c.target_session_id)? {
+                    listed.insert(c.target_session_id.clone());
+                }
+            }
+        }
+        crate::scan::listed::refuse_appends_on_claims(&mut report, &claims, &listed);
         report.summary.live_snapshot = ws.is_live();
         Ok(report)
     })

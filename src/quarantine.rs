@@ -64,6 +64,16 @@ pub fn startup_blockers(
             }
         }
     }
+    // So does a continuation claim it cannot read, when it recovers the claim's target
+    // session (listed, not archived: the finding names it only then).
+    for f in &report.findings {
+        if let (true, Some(s)) = (f.code == "continuation_claim_unreadable", &f.session_id) {
+            let key = (s.clone(), String::new(), "continuation_claim_unreadable");
+            if !archived.contains(s) && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
     // A run event Maka cannot decode stops its strict recovery just the same.
     for f in &report.findings {
         if let (true, Some(s), Some(r)) =

@@ -214,3 +214,66 @@ impl Workspace {
         Ok(Ok(String::from_utf8_lossy(&data).into_owned()))
     }
 }
+
+/// One `runtime_continuation_claims` row, reduced to what Maka's store checks of it
+/// before every append (its columns against its own payload).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimRow {
+    pub claim_id: String,
+    /// `protocol_version`, when a number.
+    pub protocol_version: Option<f64>,
+    pub boundary_json: Option<String>,
+    /// `source_session_id`, `source_invocation_id`, `source_run_id`, `source_turn_id`
+    /// (`None` when not text).
+    pub source: [Option<String>; 4],
+    /// `source_event_high_water`, when a number.
+    pub source_event_high_water: Option<f64>,
+    pub source_prefix_digest: Option<String>,
+    pub target_session_id: String,
+    pub target_run_header_json: Option<String>,
+}
+
+impl Workspace {
+    /// Every continuation-claim row in Maka's order (`claimed_at, claim_id`); none
+    /// without the table (releases before v0.1.3).
+    pub fn claim_rows(&self) -> Result<Vec<ClaimRow>, DbError> {
+        if !self.has_table("runtime_continuation_claims")? {
+            return Ok(Vec::new());
+        }
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare(
+                "SELECT claim_id, protocol_version, boundary_json, source_session_id, \
+                 source_invocation_id, source_run_id, source_turn_id, source_event_high_water, \
+                 source_prefix_digest, target_session_id, target_run_header_json \
+                 FROM runtime_continuation_claims ORDER BY claimed_at ASC, claim_id ASC",
+            )
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        let text = |v: ValueRef<'_>| match v {
+            ValueRef::Text(t) => Some(String::from_utf8_lossy(t).into_owned()),
+            _ => None,
+        };
+        let number = |v: ValueRef<'_>| match v {
+            ValueRef::Integer(i) => Some(i as f64),
+            ValueRef::Real(x) => Some(x),
+            _ => None,
+        };
+        let mut out = Vec::new();
+        while let Some(r) = rows.next().map_err(e)? {
+            let g = |i: usize| r.get_ref(i).map_err(e);
+            out.push(ClaimRow {
+                claim_id: text(g(0)?).unwrap_or_default(),
+                protocol_version: number(g(1)?),
+                boundary_json: text(g(2)?),
+                source: [text(g(3)?), text(g(4)?), text(g(5)?), text(g(6)?)],
+                source_event_high_water: number(g(7)?),
+                source_prefix_digest: text(g(8)?),
+                target_session_id: text(g(9)?).unwrap_or_default(),
+                target_run_header_json: text(g(10)?),
+            });
+        }
+        Ok(out)
+    }
+}

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use super::runs::RunState;
 use super::ScanReport;
-use crate::db::listed::StoredMessageRow;
+use crate::db::listed::{ClaimRow, StoredMessageRow};
 use crate::findings::Finding;
 use crate::json::Json;
 
@@ -133,6 +133,107 @@ pub fn session_message_findings(rows: &[StoredMessageRow]) -> Vec<Finding> {
         .collect()
 }
 
+/// Why Maka's store cannot read a continuation-claim row, if it cannot, in the words
+/// of its own error: the protocol, the payload JSON, and the row's source columns
+/// against the last boundary segment of its payload (`decodeContinuationClaimRow`,
+/// the same from v0.1.3 to main). The claim payload's own shape is not modelled.
+pub fn claim_row_problem(row: &ClaimRow) -> Option<String> {
+    if row.protocol_version != Some(1.0) {
+        let v = row
+            .protocol_version
+            .map_or_else(|| "null".to_owned(), |v| v.to_string());
+        return Some(format!("Unsupported continuation claim protocol {v}"));
+    }
+    let parse = |text: &Option<String>| text.as_deref().and_then(|t| crate::json::parse(t).ok());
+    let Some(boundary) = parse(&row.boundary_json) else {
+        return Some(format!(
+            "Continuation claim {} boundary_json is not JSON",
+            row.claim_id
+        ));
+    };
+    if parse(&row.target_run_header_json).is_none() {
+        return Some(format!(
+            "Continuation claim {} target_run_header_json is not JSON",
+            row.claim_id
+        ));
+    }
+    let get = |v: &Json, k: &str| -> Option<Json> {
+        match v {
+            Json::Object(o) => o.get(k).cloned(),
+            _ => None,
+        }
+    };
+    let last = match &get(&boundary, "segments") {
+        Some(Json::Array(a)) => a.last().cloned(),
+        _ => None,
+    };
+    let Some(last) = last else {
+        return Some(format!(
+            "Continuation claim {} has no boundary segment",
+            row.claim_id
+        ));
+    };
+    let identity = get(&last, "identity").unwrap_or(Json::Null);
+    let text_of = |v: Option<Json>| match &v {
+        Some(Json::String(s)) => s.as_str().map(str::to_owned),
+        _ => None,
+    };
+    let same_ids = ["sessionId", "invocationId", "runId", "turnId"]
+        .iter()
+        .zip(&row.source)
+        .all(|(k, col)| col.is_some() && text_of(get(&identity, k)) == *col);
+    let high_water = match get(&last, "position").and_then(|p| get(&p, "lastEventSeq")) {
+        Some(Json::Number(n)) => Some(n),
+        _ => None,
+    };
+    let same = same_ids
+        && high_water.is_some()
+        && high_water == row.source_event_high_water
+        && row.source_prefix_digest.is_some()
+        && text_of(get(&last, "prefixDigest")) == row.source_prefix_digest;
+    (!same).then(|| {
+        format!(
+            "Continuation claim row/payload identity mismatch for {}",
+            row.claim_id
+        )
+    })
+}
+
+/// Maka's store reads every continuation-claim row before any append: one it cannot
+/// read refuses every append, plain ones included. Sets `maka_gate` so and reports
+/// each such row (`continuation_claim_unreadable`). Strict start-up reads the claims
+/// of the sessions it recovers: a row whose target session is listed (`listed`)
+/// names that session, which makes it a start-up blocker.
+pub fn refuse_appends_on_claims(
+    report: &mut ScanReport,
+    claims: &[(ClaimRow, String)],
+    listed: &BTreeSet<String>,
+) {
+    let Some((first, why)) = claims.first() else {
+        return;
+    };
+    report.maka_gate.tool_writes_refused = true;
+    report.maka_gate.plain_appends_refused = true;
+    report.maka_gate.claim_failure = Some(super::GateClaimFailure {
+        claim_id: first.claim_id.clone(),
+        message: why.clone(),
+    });
+    for (row, why) in claims {
+        let mut f = Finding::new(
+            "continuation_claim_unreadable",
+            format!(
+                "continuation claim `{}` (target session `{}`): {why}",
+                row.claim_id, row.target_session_id
+            ),
+        );
+        if listed.contains(&row.target_session_id) {
+            f = f.session(&row.target_session_id);
+        }
+        report.findings.push(f);
+    }
+    report.recount();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +254,44 @@ mod tests {
         ] {
             assert!(stored_message_problem(bad).is_some(), "{bad}");
         }
+    }
+
+    fn claim(source_run: &str, high_water: f64) -> ClaimRow {
+        ClaimRow {
+            claim_id: "claim-1".into(),
+            protocol_version: Some(1.0),
+            boundary_json: Some(
+                r#"{"segments":[{"identity":{"invocationId":"i","runId":"r","sessionId":"s","turnId":"t"},"position":{"lastEventSeq":2},"prefixDigest":"sha256:ab"}]}"#
+                    .into(),
+            ),
+            source: [
+                Some("s".into()),
+                Some("i".into()),
+                Some(source_run.into()),
+                Some("t".into()),
+            ],
+            source_event_high_water: Some(high_water),
+            source_prefix_digest: Some("sha256:ab".into()),
+            target_session_id: "target".into(),
+            target_run_header_json: Some("{}".into()),
+        }
+    }
+
+    #[test]
+    fn a_claim_row_reads_only_when_its_columns_are_its_payloads() {
+        assert_eq!(claim_row_problem(&claim("r", 2.0)), None);
+        for bad in [claim("forged", 2.0), claim("r", 3.0)] {
+            assert_eq!(
+                claim_row_problem(&bad).as_deref(),
+                Some("Continuation claim row/payload identity mismatch for claim-1")
+            );
+        }
+        let mut v2 = claim("r", 2.0);
+        v2.protocol_version = Some(2.0);
+        assert!(claim_row_problem(&v2).unwrap().contains("protocol 2"));
+        let mut broken = claim("r", 2.0);
+        broken.boundary_json = Some("{".into());
+        assert!(claim_row_problem(&broken).is_some());
     }
 
     #[test]

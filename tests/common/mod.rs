@@ -69,3 +69,4 @@ pub fn file_hash(p: &Path) -> String {
 }
 
 pub mod file_release;
+pub mod maka_tests;
