@@ -37,6 +37,10 @@ pub fn startup_code(run: &RunReport) -> Option<&'static str> {
     Some(code)
 }
 
+/// The start-up blocker code of a stuck run whose recovery write Maka's store refuses
+/// (every append is refused): the session holds no damage of its own.
+pub const APPENDS_REFUSED: &str = "appends_refused";
+
 /// Runs that make Maka's strict start-up recovery throw: `(session, run, code)`.
 /// Runs of archived sessions are left out (Maka's recovery skips those sessions).
 pub fn startup_blockers(
@@ -70,6 +74,21 @@ pub fn startup_blockers(
         if let (true, Some(s)) = (f.code == "continuation_claim_unreadable", &f.session_id) {
             let key = (s.clone(), String::new(), "continuation_claim_unreadable");
             if !archived.contains(s) && !out.contains(&key) {
+                out.push(key);
+            }
+        }
+    }
+    // While Maka's store refuses every append (a continuation claim that does not
+    // read), the terminal event its recovery writes for a stuck run is refused too, and
+    // strict start-up throws on it.
+    if report.maka_gate.plain_appends_refused {
+        for r in &report.runs {
+            let key = (r.session_id.clone(), r.run_id.clone(), APPENDS_REFUSED);
+            if r.state == RunState::Stuck
+                && r.session_id != WORKSPACE_AUTHORITY_SESSION
+                && !archived.contains(&r.session_id)
+                && !out.contains(&key)
+            {
                 out.push(key);
             }
         }
@@ -123,6 +142,9 @@ pub fn damaged_sessions(
         }
     }
     for (s, r, code) in startup_blockers(report, archived) {
+        if code == APPENDS_REFUSED {
+            continue; // the claim row is the damage, not this session
+        }
         out.entry(s).or_default().insert(Reason {
             code: code.to_owned(),
             id: (!r.is_empty()).then_some(r),
