@@ -121,7 +121,7 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
             check(
                 "strict start-up blocked",
                 blocked == Some(want),
-                format!("{blocked:?}, Maka: {}", maka["strict_startup"].to_string()),
+                format!("{blocked:?}, Maka: {}", maka["strict_startup"]),
             );
         }
         match kind {
