@@ -52,7 +52,8 @@ impl Workspace {
 
     /// The stored messages of listed sessions that may not read as Maka's recovery
     /// reads them, by session and sequence: rows whose record is not an object with
-    /// one of `types` as its `type`, a string `id` and a numeric `ts` (tested in SQL,
+    /// one of `types` as its `type`, a string `id`, a numeric `ts` and (but for
+    /// `system_note`) a string `turnId` (tested in SQL,
     /// so that the rows that are plainly fine never leave SQLite), and every row
     /// stored in chunks (checked here). Nothing without `session_messages`.
     pub fn suspect_session_messages(
@@ -70,10 +71,12 @@ impl Workspace {
             .collect();
         let plain = format!(
             "typeof(m.record_json) = 'text' AND CASE WHEN json_valid(m.record_json) THEN \
-             json_type(m.record_json) = 'object' \
-             AND json_type(m.record_json, '$.type') = 'text' \
+             json_type(m.record_json) IS 'object' \
+             AND json_type(m.record_json, '$.type') IS 'text' \
              AND json_extract(m.record_json, '$.type') IN ({}) \
-             AND json_type(m.record_json, '$.id') = 'text' \
+             AND json_type(m.record_json, '$.id') IS 'text' \
+             AND (json_extract(m.record_json, '$.type') = 'system_note' \
+                  OR json_type(m.record_json, '$.turnId') IS 'text') \
              AND json_type(m.record_json, '$.ts') IN ('integer', 'real') ELSE 0 END",
             quoted.join(", ")
         );
@@ -92,7 +95,7 @@ impl Workspace {
              FROM session_messages m JOIN session_metadata s ON s.session_id = m.session_id \
              {join} \
              WHERE {bytes} IS NOT NULL OR typeof(m.sequence) != 'integer' OR m.sequence < 0 \
-             OR NOT ({plain}) \
+             OR NOT coalesce(({plain}), 0) \
              ORDER BY m.session_id, m.sequence"
         );
         let e = |e: rusqlite::Error| self.err(&e);

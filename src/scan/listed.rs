@@ -84,8 +84,9 @@ pub fn set_aside_unlisted_runs(report: &mut ScanReport, outside: &[(String, Stri
 }
 
 /// Why Maka's stored-message decoder refuses this record, if it does. Checks what
-/// every message shares (an object of a known `type` with a string `id` and a
-/// numeric `ts`); the per-type shapes are not modelled.
+/// every message shares (an object of a known `type` with a string `id`, a finite
+/// `ts` and, but for `system_note`, a string `turnId`); the per-type shapes are not
+/// modelled.
 pub fn stored_message_problem(record: &str) -> Option<String> {
     let value = match crate::json::parse(record) {
         Ok(v) => v,
@@ -106,6 +107,9 @@ pub fn stored_message_problem(record: &str) -> Option<String> {
     }
     if !matches!(o.get("ts"), Some(Json::Number(n)) if n.is_finite()) {
         return Some(format!("{kind} message without a finite ts"));
+    }
+    if kind != "system_note" && !matches!(o.get("turnId"), Some(Json::String(_))) {
+        return Some(format!("{kind} message without a string turnId"));
     }
     None
 }
@@ -249,6 +253,7 @@ mod tests {
             r#"{"type":"note","id":"m1","ts":1}"#,
             r#"{"type":"user","ts":1}"#,
             r#"{"type":"user","id":"m1","ts":"1"}"#,
+            r#"{"type":"assistant","id":"m1","ts":1}"#,
             "[1]",
             "{",
         ] {
@@ -302,7 +307,10 @@ mod tests {
             record: record.map(str::to_owned).map_err(str::to_owned),
         };
         let f = session_message_findings(&[
-            row(0, Ok(r#"{"type":"assistant","id":"a","ts":2}"#)),
+            row(
+                0,
+                Ok(r#"{"type":"system_note","id":"a","ts":2,"kind":"abort"}"#),
+            ),
             row(1, Err("no payload row")),
             row(2, Ok("{}")),
         ]);
