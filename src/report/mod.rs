@@ -25,4 +25,7 @@ pub enum Format {
 pub struct RenderOpts {
     pub color: bool,
     pub width: u16,
+    /// List every finding; otherwise many findings of one code are shown as a few and
+    /// a count (the JSON formats always list them all).
+    pub verbose: bool,
 }

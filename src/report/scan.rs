@@ -183,6 +183,11 @@ fn severity_cell(s: Severity, color: bool) -> Cell {
     }
 }
 
+/// A code with more findings than this shows only [`GROUP_SHOWS`] of them, then a
+/// count (without `--verbose`).
+const GROUP_OVER: usize = 10;
+const GROUP_SHOWS: usize = 3;
+
 fn render_table(
     out: &mut dyn Write,
     parts: Parts<'_>,
@@ -202,7 +207,21 @@ fn render_table(
         if !opts.color {
             table.force_no_tty();
         }
+        // Many findings of one code (one cause, usually) show as the first few and a
+        // count, unless every one is asked for.
+        let mut per_code: std::collections::HashMap<&str, usize> = Default::default();
         for f in &report.findings {
+            *per_code.entry(f.code).or_default() += 1;
+        }
+        let mut shown: std::collections::HashMap<&str, usize> = Default::default();
+        for f in &report.findings {
+            let total = per_code[f.code];
+            let seen = shown.entry(f.code).or_default();
+            *seen += 1;
+            let grouped = !opts.verbose && total > GROUP_OVER;
+            if grouped && *seen > GROUP_SHOWS {
+                continue;
+            }
             let mut place = Vec::new();
             for (label, value) in [
                 ("session", &f.session_id),
@@ -236,6 +255,19 @@ fn render_table(
                     sanitize(&f.hint)
                 )),
             ]);
+            if grouped && *seen == GROUP_SHOWS {
+                table.add_row(vec![
+                    severity_cell(f.severity, opts.color),
+                    Cell::new(f.code),
+                    Cell::new(format!("{} more", total - GROUP_SHOWS)),
+                    Cell::new(format!(
+                        "{} more `{}` finding(s) like the ones above; `--verbose` or \
+                         `--format json` lists every one",
+                        total - GROUP_SHOWS,
+                        f.code
+                    )),
+                ]);
+            }
         }
         // Ids are what users copy into the next command: never wrap them.
         if let Some(col) = table.column_mut(2) {
@@ -283,7 +315,14 @@ fn render_table(
         }
     }
     let g = &report.maka_gate;
-    if g.tool_writes_refused {
+    if let (true, Some(c)) = (g.plain_appends_refused, &g.claim_failure) {
+        writeln!(
+            out,
+            "maka gate: EVERY append REFUSED in every session, plain ones included \
+             (continuation claim {} does not read)",
+            sanitize(&c.claim_id)
+        )?;
+    } else if g.tool_writes_refused {
         let why = match (&g.decode_failure, &g.first_issue) {
             (Some(d), _) => format!("decode failure at event {}", sanitize(&d.event_id)),
             (None, Some(i)) => format!("first issue {} at event {}", i.code, sanitize(&i.event_id)),
