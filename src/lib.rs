@@ -7,7 +7,8 @@
 //! - `db`: the only module that names SQL (and the only writer, `db::write`).
 //! - `release`: the catalog of Maka generations and their rule switches.
 //! - `scan`: the walk of the ledger (`scan::pipeline`: its threads and queues), runs,
-//!   start-up blockers and the upgrade preview (`scan::release`).
+//!   what Maka lists (`scan::listed`), start-up blockers and the upgrade preview
+//!   (`scan::release`).
 //! - One room per capability, each a pure plan plus one `run`/`apply` owning the order
 //!   of its steps: `finalize`, `quarantine` (with `restore`), `repair`, `diagnosis`,
 //!   `replay`, `info`, `checkup` (`doctor scan`: the scan, its diagnosis and
