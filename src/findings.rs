@@ -126,6 +126,18 @@ codes! {
     "Maka's strict start-up recovery reads every run's operational events and throws on this one, so Maka does not start.",
     "A run event written by another tool: an unknown key, a blank type, non-object data, or ids that differ from its run.",
     "Quarantine the session (`wsledger doctor quarantine`).";
+    "run_outside_sessions", Warning, "a run header whose session Maka does not list (no session_metadata row)",
+    "Maka lists runs session by session, from the session store: it never shows, recovers or stops its start-up on this run, and finalize-runs and quarantine leave it alone. Its events still count for the tool-ledger gate.",
+    "A test or tool that wrote the run without its session, or a session row deleted without its runs.",
+    "Nothing is required for Maka to start. Keep the file as it is; the run is reported once so that it is not mistaken for a stuck or unreadable run.";
+    "continuation_claim_unreadable", Error, "a continuation-claim row whose columns disagree with its own payload",
+    "Maka's store reads every continuation-claim row before any append (v0.1.3 and later): while this row does not read, it refuses every append in every session, plain ones included (\"Continuation claim row/payload identity mismatch\"), and strict start-up throws when it recovers the claim's target session.",
+    "A claim row edited or written by another tool, or a damaged file.",
+    "Keep the file as it is and take a copy; restore a backup from before the change if there is one, or report the file with `wsledger info` output. wsledger does not rewrite claim rows.";
+    "session_message_unreadable", Error, "a stored session message Maka's strict start-up cannot read",
+    "Maka's strict start-up recovery reads every stored message of every listed session (archived ones too) and throws on one it cannot read (\"Stored Session message N for ... is incompatible\"), so Maka does not start.",
+    "A transcript record whose chunks or payload row are missing or do not match, or whose record is not a message Maka knows.",
+    "Quarantine the session (`wsledger doctor quarantine --session ID --apply`); read it first with `wsledger replay --session ID`.";
     "run_terminal_ambiguous", Error, "a run has two or more terminal events",
     "Maka refuses the session view and its strict start-up recovery throws (\"ambiguous terminal facts\"), so Maka does not start.",
     "A second terminal appended outside Maka (Maka refuses any append after a terminal).",

@@ -9,8 +9,9 @@
 //! - `startup`: what each release's workspace composition does when it opens the file
 //!   (opens, migrates, refuses), from schema facts `db::startup` reads. Below `scan`.
 //! - `scan`: the walk of the ledger (`scan::pipeline`: its threads and queues), runs,
-//!   the upgrade preview (`scan::release`), and start-up (`scan::startup`: the strict
-//!   recovery's blockers, and the `startup` verdict attached to the report).
+//!   what Maka lists (`scan::listed`), the upgrade preview (`scan::release`), and
+//!   start-up (`scan::startup`: the strict recovery's blockers, and the `startup`
+//!   verdict attached to the report).
 //! - One room per capability, each a pure plan plus one `run`/`apply` owning the order
 //!   of its steps: `finalize`, `quarantine` (with `restore`), `repair`, `diagnosis`,
 //!   `replay`, `info`, `checkup` (`doctor scan`: the scan, its diagnosis and

@@ -8,9 +8,7 @@
 
 mod common;
 
-#[path = "common/maka_tests.rs"]
-mod maka_tests;
-
+use common::maka_tests;
 use serde_json::Value;
 use wsledger::scan::pipeline::{scan_path, ScanOptions};
 use wsledger::startup::reasons::reason_for_message;
@@ -30,9 +28,10 @@ fn mains_verdict(doc: &Value) -> Value {
 
 #[test]
 fn whether_maka_opens_each_workspace_and_why_not_are_makas() {
-    let Some(cases) = maka_tests::workspaces() else {
+    let Some(root) = maka_tests::present() else {
         return;
     };
+    let cases = maka_tests::workspaces(&root);
     assert_eq!(cases.len(), 250, "the tarball holds 250 workspaces");
     let mut disagree = Vec::new();
     let mut refused = 0;

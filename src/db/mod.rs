@@ -23,6 +23,7 @@ pub mod backup;
 pub mod diagnosis;
 pub mod facts;
 pub mod files;
+pub mod listed;
 pub mod quarantine;
 mod raw;
 pub mod rows;

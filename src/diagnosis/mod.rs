@@ -494,11 +494,14 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         })
         .collect();
 
-    // What finalize-runs does with the runs outside the damaged sessions.
-    let gate_after = report
-        .issues
-        .iter()
-        .any(|i| !damaged.contains_key(&i.session_id.to_string()))
+    // What finalize-runs does with the runs outside the damaged sessions. A
+    // continuation-claim row that does not read keeps refusing every append: no step
+    // rewrites it.
+    let gate_after = report.maka_gate.claim_failure.is_some()
+        || report
+            .issues
+            .iter()
+            .any(|i| !damaged.contains_key(&i.session_id.to_string()))
         || report.findings.iter().any(|f| {
             f.code == "event_undecodable"
                 && f.session_id

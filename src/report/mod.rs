@@ -26,6 +26,7 @@ pub enum Format {
 pub struct RenderOpts {
     pub color: bool,
     pub width: u16,
-    /// List every finding even where many share one code (`doctor scan --verbose`).
+    /// List every finding (`doctor scan --verbose`); otherwise a code with many
+    /// findings shows a few and a count (`report::fold`; JSON always lists them all).
     pub verbose: bool,
 }

@@ -34,6 +34,19 @@ pub struct MakaGate {
     /// throws the decode error instead).
     pub first_issue: Option<GateIssue>,
     pub decode_failure: Option<GateDecodeFailure>,
+    /// Maka refuses every append, plain (non-tool) ones included: its store reads
+    /// every continuation-claim row before any append and one does not read.
+    pub plain_appends_refused: bool,
+    /// The first continuation-claim row that refuses every append (`null` when none).
+    pub claim_failure: Option<GateClaimFailure>,
+}
+
+/// `maka_gate.claim_failure`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GateClaimFailure {
+    pub claim_id: String,
+    /// Maka's error text.
+    pub message: String,
 }
 
 /// Counts.
@@ -238,6 +251,8 @@ pub(super) fn build(
             event_id: f.event_id.clone(),
             message: f.message.clone(),
         }),
+        plain_appends_refused: false,
+        claim_failure: None,
     };
 
     let mut runs = Vec::new();

@@ -251,24 +251,15 @@ pub fn refusal_finding(v: &Verdict) -> Option<Finding> {
     )
 }
 
-/// The release whose start-up the scan reports: the one whose rules it applies, unless
-/// that release's runtime schema is older than the file's (it would call the file
-/// newer than itself): then the oldest release whose runtime schema is at least the
-/// file's, or main when none is.
-pub fn writer_release(rules_release: &str, user_version: i64) -> &'static str {
-    let known = crate::release::RELEASES
-        .iter()
-        .copied()
-        .find(|r| *r == rules_release);
-    if let Some(r) = known {
-        if crate::release::generation_of(r).is_some_and(|g| g.user_version >= user_version) {
-            return r;
-        }
-    }
+/// The release whose start-up the scan reports: the one whose rules it applies. The
+/// choice has one rule, `release::recognize`'s: never a release whose runtime schema is
+/// older than the file's `user_version` (a file newer than every release is measured
+/// against the newest, whose composition then refuses it as newer than itself).
+pub fn writer_release(rules_release: &str) -> &'static str {
     crate::release::RELEASES
         .iter()
         .copied()
-        .find(|r| crate::release::generation_of(r).is_some_and(|g| g.user_version >= user_version))
+        .find(|r| *r == rules_release)
         .unwrap_or("main")
 }
 
