@@ -360,6 +360,7 @@ pub fn scan(data: &[u8]) {
     let opts = RenderOpts {
         color: false,
         width: 100,
+        verbose: false,
     };
     for format in [Format::Table, Format::Json, Format::Ndjson, Format::Github] {
         let mut out = Vec::new();
@@ -461,6 +462,7 @@ pub fn replay(data: &[u8]) {
     let opts = RenderOpts {
         color: false,
         width: 100,
+        verbose: false,
     };
     for format in [ReplayFormat::Text, ReplayFormat::Json, ReplayFormat::Ndjson] {
         let mut out = Vec::new();

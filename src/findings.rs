@@ -126,6 +126,18 @@ codes! {
     "Maka's strict start-up recovery reads every run's operational events and throws on this one, so Maka does not start.",
     "A run event written by another tool: an unknown key, a blank type, non-object data, or ids that differ from its run.",
     "Quarantine the session (`wsledger doctor quarantine`).";
+    "run_outside_sessions", Warning, "a run header whose session Maka does not list (no session_metadata row)",
+    "Maka lists runs session by session, from the session store: it never shows, recovers or stops its start-up on this run, and finalize-runs and quarantine leave it alone. Its events still count for the tool-ledger gate.",
+    "A test or tool that wrote the run without its session, or a session row deleted without its runs.",
+    "Nothing is required for Maka to start. Keep the file as it is; the run is reported once so that it is not mistaken for a stuck or unreadable run.";
+    "continuation_claim_unreadable", Error, "a continuation-claim row whose columns disagree with its own payload",
+    "Maka's store reads every continuation-claim row before any append (v0.1.3 and later): while this row does not read, it refuses every append in every session, plain ones included (\"Continuation claim row/payload identity mismatch\"), and strict start-up throws when it recovers the claim's target session.",
+    "A claim row edited or written by another tool, or a damaged file.",
+    "Keep the file as it is and take a copy; restore a backup from before the change if there is one, or report the file with `wsledger info` output. wsledger does not rewrite claim rows.";
+    "session_message_unreadable", Error, "a stored session message Maka's strict start-up cannot read",
+    "Maka's strict start-up recovery reads every stored message of every listed session (archived ones too) and throws on one it cannot read (\"Stored Session message N for ... is incompatible\"), so Maka does not start.",
+    "A transcript record whose chunks or payload row are missing or do not match, or whose record is not a message Maka knows.",
+    "Quarantine the session (`wsledger doctor quarantine --session ID --apply`); read it first with `wsledger replay --session ID`.";
     "run_terminal_ambiguous", Error, "a run has two or more terminal events",
     "Maka refuses the session view and its strict start-up recovery throws (\"ambiguous terminal facts\"), so Maka does not start.",
     "A second terminal appended outside Maka (Maka refuses any append after a terminal).",
@@ -206,6 +218,10 @@ codes! {
     "None for the release that wrote it: wsledger judges the file with that release's own rules. A newer Maka migrates it in place when it opens it, one way.",
     "The workspace was last opened by an older Maka release.",
     "Nothing is required. Before upgrading Maka, take a copy of the workspace folder: the migration is one way, and the Maka 0.1.5 and 0.1.6 desktop apps delete at start any workspace database whose schema is not exactly their own.";
+    "startup_refused", Error, "Maka refuses to open this workspace: its workspace composition stops at a check",
+    "Maka does not start on this file: the runtime host (and the desktop, which boots through it) throws while composing the session, agent-run and runtime stores, before any session is listed. `detail.reason` names the check, `detail.store` the store, `detail.maka_message` quotes Maka's error; `wsledger explain startup_refused` lists every reason.",
+    "A file written by a newer Maka, a schema changed by hand or by another tool (a dropped table or index), legacy migration state a release left incomplete, or released data an upgrade cannot carry over.",
+    "Follow the hint for the reason: a newer schema needs the Maka that wrote it or a newer one (never an older one); a damaged schema needs the file kept as it is and a backup restored, reported with `wsledger info`. wsledger does not repair a schema; finalize or quarantine, where planned, leave start-up refused.";
     "schema_object_missing", Warning, "a table, index or trigger of the closest known Maka schema is missing",
     "The file matches no known Maka release. v0.1.11 and later compare every object with their target and refuse to open or migrate a file with one missing; older releases check only the versions and fail when they reach the missing object (the 0.1.5 and 0.1.6 desktop apps delete a file that is not exactly theirs).",
     "A damaged file, a tool that removed an object, or a Maka build wsledger does not know.",
@@ -269,6 +285,10 @@ pub struct Finding {
     pub tool_call_id: Option<String>,
     pub message: String,
     pub hint: String,
+    /// Structured facts of the finding, where its code defines them (e.g.
+    /// `startup_refused`'s `reason`); absent from the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
 }
 
 impl Finding {
@@ -287,6 +307,7 @@ impl Finding {
             tool_call_id: None,
             message: message.into(),
             hint: info.action.to_owned(),
+            detail: None,
         }
     }
 
@@ -312,6 +333,10 @@ impl Finding {
     }
     pub fn hint(mut self, h: impl Into<String>) -> Self {
         self.hint = h.into();
+        self
+    }
+    pub fn with_detail(mut self, d: serde_json::Value) -> Self {
+        self.detail = Some(d);
         self
     }
 }

@@ -6,8 +6,12 @@
 //!   Values in, values out; no I/O, no clock, no environment.
 //! - `db`: the only module that names SQL (and the only writer, `db::write`).
 //! - `release`: the catalog of Maka generations and their rule switches.
+//! - `startup`: what each release's workspace composition does when it opens the file
+//!   (opens, migrates, refuses), from schema facts `db::startup` reads. Below `scan`.
 //! - `scan`: the walk of the ledger (`scan::pipeline`: its threads and queues), runs,
-//!   start-up blockers and the upgrade preview (`scan::release`).
+//!   what Maka lists (`scan::listed`), the upgrade preview (`scan::release`), and
+//!   start-up (`scan::startup`: the strict recovery's blockers, and the `startup`
+//!   verdict attached to the report).
 //! - One room per capability, each a pure plan plus one `run`/`apply` owning the order
 //!   of its steps: `finalize`, `quarantine` (with `restore`, of both bundle kinds),
 //!   `excise`, `repair`, `diagnosis`, `replay`, `info`, `checkup` (`doctor scan`: the
@@ -56,3 +60,4 @@ pub mod report;
 pub mod sanitize;
 pub mod scan;
 pub mod session_header;
+pub mod startup;

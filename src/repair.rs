@@ -170,7 +170,8 @@ pub fn run(
     let after = &applied.after;
     let state = After {
         tool_writes_refused: after.maka_gate.tool_writes_refused,
-        startup_blocked: !startup_blockers(after, &applied.archived_after).is_empty(),
+        startup_blocked: !startup_blockers(after, &applied.archived_after).is_empty()
+            || after.startup.as_ref().is_some_and(|s| !s.opens),
         stuck_runs: after
             .runs
             .iter()

@@ -403,6 +403,29 @@ fn the_workspace_authority_session_is_never_written() {
              FROM core_agent_runs WHERE run_id = '{STUCK_RUN}';"
         ),
     );
+    // Without a session row Maka does not list the run: it is neither planned nor
+    // skipped (the scan reports it once, `run_outside_sessions`).
+    let doc = json_plan(&ws, &[]);
+    for list in ["plan", "skipped"] {
+        assert!(
+            doc[list]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|s| s["session_id"] != "maka_workspace_authority"),
+            "{list}: {doc}"
+        );
+    }
+    // Listed, it is still never written.
+    exec(
+        &ws,
+        &format!(
+            "CREATE TEMP TABLE s AS SELECT * FROM session_metadata WHERE session_id = '{STUCK_SESSION}';
+             UPDATE temp.s SET session_id = 'maka_workspace_authority', \
+             payload_json = replace(payload_json, '{STUCK_SESSION}', 'maka_workspace_authority');
+             INSERT INTO session_metadata SELECT * FROM temp.s;"
+        ),
+    );
     let doc = json_plan(&ws, &[]);
     let s = doc["skipped"]
         .as_array()

@@ -239,6 +239,17 @@ fn every_real_workspace_gets_makas_verdict() {
             );
         }
 
+        // The release's own strict start-up (recorded for the release fixtures).
+        if let Some(strict) = v["summary"]["strictStartupRecovery"].as_str() {
+            let blockers =
+                wsledger::quarantine::startup_blockers(&report, &std::collections::BTreeSet::new());
+            check(
+                "strict start-up",
+                blockers.is_empty() == strict.starts_with("ok"),
+                format!("{blockers:?} vs Maka's {strict:?}"),
+            );
+        }
+
         // Unsettled operations (Maka lists them from the projection).
         let want = v["summary"]["unsettledToolOperations"].as_u64().unwrap() as usize;
         check(

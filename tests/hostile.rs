@@ -613,6 +613,7 @@ corpus_tests!(
     user_version_older,
     user_version_newer,
     missing_table,
+    missing_index,
     missing_run_headers_table,
     extra_column,
     extra_index,

@@ -98,6 +98,14 @@ pub fn run(args: &ExplainArgs, printer: &mut Printer) -> Result<ExitStatus, CliE
     match code_info(code) {
         Some(info) => {
             write!(printer.out(), "{}", explain_text(info)).map_err(io)?;
+            if info.code == "startup_refused" {
+                write!(
+                    printer.out(),
+                    "\n{}",
+                    crate::startup::reasons::explain_text()
+                )
+                .map_err(io)?;
+            }
             Ok(ExitStatus::Success)
         }
         None if replay_codes().any(|(c, _, _)| c == code) => {

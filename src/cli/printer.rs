@@ -95,6 +95,7 @@ impl Printer {
         RenderOpts {
             color: self.color,
             width: self.width,
+            verbose: false,
         }
     }
 }

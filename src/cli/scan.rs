@@ -67,6 +67,10 @@ pub struct ScanArgs {
     /// Accept the findings listed in FILE (expectations format); only new ones fail
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
+    /// List every finding in the table (by default many findings of one code show as a
+    /// few and a count)
+    #[arg(long, short = 'v')]
+    pub verbose: bool,
 }
 
 struct Outcome {
@@ -178,11 +182,12 @@ pub fn run(
     if outcomes.len() == 1 {
         let o = outcomes.pop().expect("one outcome");
         let (c, found) = o.result?;
-        let opts = printer.render_opts();
+        let mut opts = printer.render_opts();
+        opts.verbose = args.verbose;
         render_checkup(printer.out(), &c, &o.path, format, &opts).map_err(io_err)?;
         return Ok(status_of(found));
     }
-    render_many(outcomes, format, printer)
+    render_many(outcomes, format, printer, args.verbose)
 }
 
 fn io_err(e: std::io::Error) -> CliError {
@@ -196,6 +201,7 @@ fn render_many(
     outcomes: Vec<Outcome>,
     format: Format,
     printer: &mut Printer,
+    verbose: bool,
 ) -> Result<ExitStatus, CliError> {
     let mut status = ExitStatus::Success;
     for o in &outcomes {
@@ -205,7 +211,8 @@ fn render_many(
             _ => {}
         }
     }
-    let opts = printer.render_opts();
+    let mut opts = printer.render_opts();
+    opts.verbose = verbose;
     if format == Format::Json {
         let results: Vec<_> = outcomes
             .iter()

@@ -24,11 +24,13 @@ pub mod diagnosis;
 pub mod excise;
 pub mod facts;
 pub mod files;
+pub mod listed;
 pub mod quarantine;
 mod raw;
 pub mod rows;
 pub mod schema;
 pub mod session;
+pub mod startup;
 pub mod write;
 
 use std::path::{Path, PathBuf};

@@ -245,6 +245,10 @@ pub struct RemedyPlan {
     /// Why the steps' `--apply` would be refused on this file as it is (`None`: they
     /// would run).
     pub refused: Option<String>,
+    /// When Maka refuses to open the file (`startup_refused`): that no step changes
+    /// that, and what to do instead (set by `doctor scan`; see `crate::startup`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub startup_refused: Option<String>,
 }
 
 /// `diagnosis.after`: the workspace once every step ran.
@@ -542,12 +546,15 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         })
         .collect();
 
-    // What finalize-runs does with the runs outside the damaged sessions.
+    // What finalize-runs does with the runs outside the damaged sessions. A
+    // continuation-claim row that does not read keeps refusing every append: no step
+    // rewrites it.
     let handled = |s: &str| damaged.contains_key(s) || excised.contains(s);
-    let gate_after = report
-        .issues
-        .iter()
-        .any(|i| !handled(&i.session_id.to_string()))
+    let gate_after = report.maka_gate.claim_failure.is_some()
+        || report
+            .issues
+            .iter()
+            .any(|i| !handled(&i.session_id.to_string()))
         || report.findings.iter().any(|f| {
             f.code == "event_undecodable" && f.session_id.as_deref().is_none_or(|s| !handled(s))
         });
@@ -756,6 +763,7 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
                 .map(|why| format!("every step's --apply refuses this file: {why}")),
             steps,
             all_in_one,
+            startup_refused: None,
         },
         before,
         after,

@@ -88,7 +88,7 @@ pub fn diagnose_workspace_with(
                 crate::excise::choices(&crate::excise::plan_on(ws, report, &archived, &[])?)
             }
         };
-        let d = diagnose(&Input {
+        let mut d = diagnose(&Input {
             workspace: shown,
             report,
             archived: &archived,
@@ -102,8 +102,26 @@ pub fn diagnose_workspace_with(
             apply_refusal,
             excise: &excise,
         });
+        if let Some(s) = &report.startup {
+            amend_for_startup(&mut d, s);
+        }
         Ok((d, finalize))
     })
+}
+
+/// The diagnosis when Maka would not start for a reason the scan's runs do not show
+/// (issue notes, 38): `startup_blocked` counts the composition's refusal, which no
+/// step changes, and the plan says so and what to do.
+fn amend_for_startup(d: &mut crate::diagnosis::Diagnosis, s: &crate::startup::Startup) {
+    if s.opens {
+        return;
+    }
+    d.before.startup_blocked = true;
+    d.after.startup_blocked = true;
+    d.plan.startup_refused = crate::startup::plan_words(s);
+    for step in &mut d.plan.steps {
+        step.fixes = format!("{}; {}", step.fixes, crate::startup::STAYS_REFUSED);
+    }
 }
 
 type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;

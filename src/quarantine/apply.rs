@@ -201,6 +201,10 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
         "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
         "notes": [],
     });
+    // A quarantine changes no schema: Maka still refuses to open a file it refuses now.
+    if report.startup.as_ref().is_some_and(|s| !s.opens) {
+        doc["after"]["startup_blocked"] = Value::Bool(true);
+    }
     let blocked: Vec<String> = deletions
         .iter()
         .filter(|d| !d.blockers.is_empty())

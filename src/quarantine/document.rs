@@ -16,7 +16,9 @@ pub fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
     let blockers = startup_blockers(report, archived);
     json!({
         "tool_writes_refused": report.maka_gate.tool_writes_refused,
-        "startup_blocked": !blockers.is_empty(),
+        // Maka refusing to open the file (`startup_refused`) blocks start-up too.
+        "startup_blocked": !blockers.is_empty()
+            || report.startup.as_ref().is_some_and(|s| !s.opens),
         "startup_blockers": blockers
             .iter()
             .map(|(s, r, c)| {

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-pub use crate::scan::startup::{startup_blockers, startup_code};
+pub use crate::scan::startup::{startup_blockers, startup_code, APPENDS_REFUSED};
 use crate::scan::{ScanReport, WORKSPACE_AUTHORITY_SESSION};
 
 /// Why a session is set aside.
@@ -62,6 +62,9 @@ pub fn damaged_sessions(
         }
     }
     for (s, r, code) in startup_blockers(report, archived) {
+        if code == APPENDS_REFUSED {
+            continue; // the claim row is the damage, not this session
+        }
         out.entry(s).or_default().insert(Reason {
             code: code.to_owned(),
             id: (!r.is_empty()).then_some(r),

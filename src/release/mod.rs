@@ -424,10 +424,16 @@ fn diff_pairs(
 }
 
 /// Recognises the generation that wrote a file: the exact match, else the closest
-/// (fewest differences; the newer on a tie).
+/// (fewest differences; the newer on a tie) among the generations whose runtime schema
+/// is not older than the file's own `user_version`: a file that a newer runtime store
+/// wrote holds events an older decoder would call undecodable, which that store reads.
+/// A file newer than every known generation is measured against the newest schemas.
 pub fn recognize(facts: &SchemaFacts) -> Recognition {
     let mut best: Option<Recognition> = None;
-    for g in catalog() {
+    let floor = facts
+        .user_version
+        .min(catalog().iter().map(|g| g.user_version).max().unwrap_or(0));
+    for g in catalog().iter().filter(|g| g.user_version >= floor) {
         for v in &g.variants {
             let d = differences(facts, g, v);
             let better = match &best {
@@ -503,6 +509,25 @@ mod tests {
             vec!["index:doctor_extra".to_owned()]
         );
         assert_eq!(r.differences.lines().len(), 1);
+    }
+
+    #[test]
+    fn a_file_matching_nothing_is_never_judged_by_an_older_runtime_schema() {
+        // Runtime tables of main only, no registry: fewer differences from v0.1.0's
+        // nine objects than from main's whole schema, but its user_version is 12.
+        let main = generation_of("main").unwrap();
+        let mut facts = main.facts(0);
+        facts.registry = None;
+        facts.capabilities = None;
+        facts.objects.retain(|o| o.key.contains("runtime_"));
+        facts.tables.retain(|t| t.starts_with("runtime_"));
+        let r = recognize(&facts);
+        assert!(!r.exact());
+        assert_eq!(r.generation.user_version, 12, "{:?}", r.generation.releases);
+        assert!(r.rules().decoder.is_main());
+        // A file newer than every release is measured against the newest schemas.
+        facts.user_version = 99;
+        assert_eq!(recognize(&facts).generation.user_version, 12);
     }
 
     #[test]

@@ -152,6 +152,9 @@ pub fn render_diagnosis(out: &mut dyn Write, d: &Diagnosis) -> io::Result<()> {
             writeln!(out, "  not yet: {}", sanitize(why))?;
         }
     }
+    if let Some(why) = &d.plan.startup_refused {
+        writeln!(out, "start-up: {}", sanitize(why))?;
+    }
     writeln!(out, "now:   {}", state_line(&d.before))?;
     writeln!(out, "after: {}", state_line(&d.after))?;
     Ok(())

@@ -4,6 +4,7 @@
 pub mod diagnosis;
 pub mod excise;
 pub mod finalize;
+pub mod fold;
 pub mod info;
 pub mod quarantine;
 pub mod repair;
@@ -26,4 +27,7 @@ pub enum Format {
 pub struct RenderOpts {
     pub color: bool,
     pub width: u16,
+    /// List every finding (`doctor scan --verbose`); otherwise a code with many
+    /// findings shows a few and a count (`report::fold`; JSON always lists them all).
+    pub verbose: bool,
 }

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use comfy_table::{presets, Cell, Color, ContentArrangement, Table};
 use serde_json::{json, Value};
 
+use super::fold::Row;
 use super::sanitize::sanitize;
 use super::{Format, RenderOpts};
 use crate::checkup::Checkup;
@@ -192,6 +193,9 @@ fn render_table(
     let report = parts.report;
     writeln!(out, "workspace: {}", sanitize(path))?;
     writeln!(out, "release: {}", report.workspace_release.describe())?;
+    if let Some(s) = &report.startup {
+        writeln!(out, "{}", sanitize(&s.line()))?;
+    }
     if !report.findings.is_empty() {
         let mut table = Table::new();
         table
@@ -202,7 +206,21 @@ fn render_table(
         if !opts.color {
             table.force_no_tty();
         }
-        for f in &report.findings {
+        // Many findings of one code (one cause, usually) show as the first few and a
+        // count, unless every one is asked for (`report::fold`).
+        for row in super::fold::fold_findings(&report.findings, opts.verbose) {
+            let f = match row {
+                Row::Finding(f) => f,
+                Row::Folded(g) => {
+                    table.add_row(vec![
+                        severity_cell(g.severity, opts.color),
+                        Cell::new(g.code),
+                        Cell::new(format!("{} more", g.count)),
+                        Cell::new(sanitize(&g.line())),
+                    ]);
+                    continue;
+                }
+            };
             let mut place = Vec::new();
             for (label, value) in [
                 ("session", &f.session_id),
@@ -283,7 +301,14 @@ fn render_table(
         }
     }
     let g = &report.maka_gate;
-    if g.tool_writes_refused {
+    if let (true, Some(c)) = (g.plain_appends_refused, &g.claim_failure) {
+        writeln!(
+            out,
+            "maka gate: EVERY append REFUSED in every session, plain ones included \
+             (continuation claim {} does not read)",
+            sanitize(&c.claim_id)
+        )?;
+    } else if g.tool_writes_refused {
         let why = match (&g.decode_failure, &g.first_issue) {
             (Some(d), _) => format!("decode failure at event {}", sanitize(&d.event_id)),
             (None, Some(i)) => format!("first issue {} at event {}", i.code, sanitize(&i.event_id)),
@@ -299,7 +324,13 @@ fn render_table(
     if let Some(p) = &report.upgrade {
         for t in &p.targets {
             let verdict = match t.migration.as_str() {
-                "refuses" => "refuses to migrate this file".to_owned(),
+                "refuses" => match t.composition.as_ref().and_then(|c| c.refusal.as_ref()) {
+                    Some(r) => format!(
+                        "refuses to open this file ({}, store {}), leaving it as it is",
+                        r.reason, r.store
+                    ),
+                    None => "refuses to migrate this file".to_owned(),
+                },
                 "not_measured" => "migration not measured for this release's file".to_owned(),
                 _ => format!(
                     "start-up {}, tool writes {}",

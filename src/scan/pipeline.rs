@@ -532,8 +532,9 @@ pub fn scan_workspace(
     // The preview reads the same snapshot as the scan.
     let _snapshot = ws.read_snapshot()?;
     let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
+    let facts = ws.startup_facts()?;
     if opts.rules.is_none() {
-        if let Some(preview) = super::release::upgrade_preview(ws, opts, &report)? {
+        if let Some(preview) = super::release::upgrade_preview(ws, opts, &report, &facts)? {
             let writer_refuses = report.maka_gate.tool_writes_refused;
             report
                 .findings
@@ -545,6 +546,7 @@ pub fn scan_workspace(
             report.recount();
         }
     }
+    super::startup::attach_startup(ws, &mut report, &facts)?;
     Ok(report)
 }
 
@@ -742,6 +744,26 @@ pub fn scan_workspace_without(
             report.findings.extend(bad);
             report.recount();
         }
+        // Runs of sessions Maka does not list are not judged (issue notes, 37).
+        let mut outside = ws.runs_outside_sessions()?;
+        outside.retain(|(s, _)| !gone.session(s));
+        crate::scan::listed::set_aside_unlisted_runs(&mut report, &outside);
+        // The store's own check before any append: every continuation-claim row.
+        let claims: Vec<_> = ws
+            .claim_rows()?
+            .into_iter()
+            .filter(|c| !gone.session(&c.target_session_id))
+            .filter_map(|c| crate::scan::listed::claim_row_problem(&c).map(|why| (c, why)))
+            .collect();
+        let mut listed = BTreeSet::new();
+        if !claims.is_empty() && has_sessions {
+            for (c, _) in &claims {
+                if ws.session_exists(&c.target_session_id)? {
+                    listed.insert(c.target_session_id.clone());
+                }
+            }
+        }
+        crate::scan::listed::refuse_appends_on_claims(&mut report, &claims, &listed);
         report.summary.live_snapshot = ws.is_live();
         Ok(report)
     })
@@ -1119,7 +1141,8 @@ fn finish_scan(
     Ok(report)
 }
 
-/// Every session header Maka's start-up cannot read, under the writer's rules.
+/// Every session header Maka's start-up cannot read, under the writer's rules, then
+/// every stored message of a listed session that its strict start-up cannot read.
 fn session_header_findings(
     ws: &Workspace,
     gone: &Exclusion,
@@ -1140,6 +1163,10 @@ fn session_header_findings(
             );
         }
     })?;
+    // Strict start-up reads the stored messages of every listed session too.
+    let mut messages = ws.suspect_session_messages(crate::scan::listed::STORED_MESSAGE_TYPES)?;
+    messages.retain(|m| !gone.session(&m.session_id));
+    out.extend(crate::scan::listed::session_message_findings(&messages));
     Ok(out)
 }
 

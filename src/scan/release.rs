@@ -188,6 +188,9 @@ pub struct UpgradeTarget {
     pub tool_writes_refused: bool,
     /// Headers the writer reads and this build cannot.
     pub undecodable_headers: Vec<UpgradeHeader>,
+    /// What this build's workspace composition does when it opens the file (see
+    /// `crate::startup`).
+    pub composition: Option<crate::startup::Verdict>,
 }
 
 /// A run or session header a newer build cannot decode.
@@ -252,6 +255,7 @@ pub fn upgrade_preview(
     ws: &Workspace,
     opts: ScanOptions,
     report: &ScanReport,
+    facts: &crate::db::startup::StartupFacts,
 ) -> Result<Option<UpgradePreview>, DbError> {
     use crate::release::upgrade;
     let schema = ws.schema_facts()?;
@@ -270,6 +274,23 @@ pub fn upgrade_preview(
             .any(|f| f.code == "session_header_undecodable");
     let mut out = Vec::new();
     for target in targets {
+        // The build's own composition checks (`crate::startup`) come first.
+        let composition = crate::startup::verdict(facts, target);
+        if let Some(why) = composition
+            .as_ref()
+            .and_then(crate::startup::upgrade_refusal)
+        {
+            out.push(UpgradeTarget {
+                release: target.to_owned(),
+                migration: "refuses".into(),
+                refusal: Some(why),
+                startup_blocked: true,
+                tool_writes_refused: false,
+                undecodable_headers: Vec::new(),
+                composition,
+            });
+            continue;
+        }
         if !upgrade::migration_measured(g) {
             out.push(UpgradeTarget {
                 release: target.to_owned(),
@@ -278,6 +299,7 @@ pub fn upgrade_preview(
                 startup_blocked: false,
                 tool_writes_refused: report.maka_gate.tool_writes_refused,
                 undecodable_headers: Vec::new(),
+                composition,
             });
             continue;
         }
@@ -291,6 +313,7 @@ pub fn upgrade_preview(
                 startup_blocked: true,
                 tool_writes_refused: false,
                 undecodable_headers: Vec::new(),
+                composition,
             });
             continue;
         }
@@ -347,6 +370,7 @@ pub fn upgrade_preview(
             startup_blocked: writer_blocked || !bad.is_empty(),
             tool_writes_refused,
             undecodable_headers: bad,
+            composition,
         });
     }
     Ok(Some(UpgradePreview { targets: out }))

@@ -34,6 +34,19 @@ pub struct MakaGate {
     /// throws the decode error instead).
     pub first_issue: Option<GateIssue>,
     pub decode_failure: Option<GateDecodeFailure>,
+    /// Maka refuses every append, plain (non-tool) ones included: its store reads
+    /// every continuation-claim row before any append and one does not read.
+    pub plain_appends_refused: bool,
+    /// The first continuation-claim row that refuses every append (`null` when none).
+    pub claim_failure: Option<GateClaimFailure>,
+}
+
+/// `maka_gate.claim_failure`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct GateClaimFailure {
+    pub claim_id: String,
+    /// Maka's error text.
+    pub message: String,
 }
 
 /// Counts.
@@ -95,6 +108,9 @@ pub struct ScanReport {
     /// What the newer Maka builds will say once they have migrated the file (`null`
     /// for a file of main's generation).
     pub upgrade: Option<super::release::UpgradePreview>,
+    /// Will Maka open this file, and does its strict start-up recovery complete (set by
+    /// `doctor scan`; see `crate::startup`).
+    pub startup: Option<crate::startup::Startup>,
     pub maka_gate: MakaGate,
     pub findings: Vec<Finding>,
     pub supersession: Vec<SupersessionGroup>,
@@ -235,6 +251,8 @@ pub(super) fn build(
             event_id: f.event_id.clone(),
             message: f.message.clone(),
         }),
+        plain_appends_refused: false,
+        claim_failure: None,
     };
 
     let mut runs = Vec::new();
@@ -265,6 +283,7 @@ pub(super) fn build(
         },
         workspace_release: WorkspaceRelease::of(&recognition, tables.schema.user_version),
         upgrade: None,
+        startup: None,
         maka_gate,
         findings,
         supersession,

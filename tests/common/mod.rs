@@ -206,6 +206,7 @@ pub fn snapshot(name: &str, actual: &str) {
 pub mod crash;
 pub mod file_release;
 pub mod finalize;
+pub mod maka_tests;
 pub mod ws;
 
 pub use ws::Ws;

@@ -587,16 +587,25 @@ pub fn user_version_older() -> Built {
 }
 
 pub fn user_version_newer() -> Built {
-    schema_edit("PRAGMA user_version = 13", 0, &["schema_version_mismatch"])
+    // Maka refuses a newer runtime schema: start-up refused, exit 1.
+    schema_edit(
+        "PRAGMA user_version = 13",
+        1,
+        &["startup_refused", "schema_version_mismatch"],
+    )
 }
 
 pub fn missing_table() -> Built {
-    schema_edit(
-        "DROP TABLE tool_journal_events",
-        0,
-        &["schema_object_missing"],
-    )
-    .replay(1, &["tool_journal_missing"])
+    // A dropped table: Maka refuses to open the file (its index is the first object
+    // its target check misses); that one finding says it.
+    schema_edit("DROP TABLE tool_journal_events", 1, &["startup_refused"])
+        .replay(1, &["tool_journal_missing"])
+}
+
+pub fn missing_index() -> Built {
+    // A dropped runtime index: the runtime store is at its version, so no migration
+    // creates it again, and Maka refuses to open the file.
+    schema_edit("DROP INDEX runtime_events_by_run", 1, &["startup_refused"])
 }
 
 pub fn missing_run_headers_table() -> Built {
@@ -607,40 +616,40 @@ pub fn missing_run_headers_table() -> Built {
 pub fn extra_column() -> Built {
     schema_edit(
         "ALTER TABLE runtime_events ADD COLUMN doctor_note TEXT",
-        0,
-        &["schema_object_changed"],
+        1,
+        &["startup_refused"],
     )
 }
 
 pub fn extra_index() -> Built {
     schema_edit(
         "CREATE INDEX doctor_idx ON runtime_events(committed_at)",
-        0,
-        &["schema_object_unexpected"],
+        1,
+        &["startup_refused"],
     )
 }
 
 pub fn extra_view() -> Built {
     schema_edit(
         "CREATE VIEW doctor_view AS SELECT event_id FROM runtime_events",
-        0,
-        &["schema_object_unexpected"],
+        1,
+        &["startup_refused"],
     )
 }
 
 pub fn missing_registry_row() -> Built {
     schema_edit(
         "DELETE FROM operational_schema_migrations WHERE scope = 'workflow'",
-        0,
-        &["schema_registry_mismatch"],
+        1,
+        &["startup_refused", "schema_registry_mismatch"],
     )
 }
 
 pub fn missing_registry_table() -> Built {
     schema_edit(
         "DROP TABLE operational_schema_migrations",
-        0,
-        &["schema_object_missing", "schema_registry_mismatch"],
+        1,
+        &["startup_refused", "schema_registry_mismatch"],
     )
 }
 
@@ -1335,7 +1344,7 @@ pub fn stuck_run_extra_index() -> Built {
     let mut b = Built::new(
         t,
         ws,
-        Outcome::report(1, &["schema_object_unexpected", "run_stuck_running"]),
+        Outcome::report(1, &["startup_refused", "run_stuck_running"]),
     )
     .finalize(
         Outcome::Plan { runs: 1 },
@@ -1429,6 +1438,7 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("user_version_older", user_version_older),
     ("user_version_newer", user_version_newer),
     ("missing_table", missing_table),
+    ("missing_index", missing_index),
     ("missing_run_headers_table", missing_run_headers_table),
     ("extra_column", extra_column),
     ("extra_index", extra_index),

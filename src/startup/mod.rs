@@ -1,0 +1,364 @@
+//! Will Maka open this file? The start-up model: what a release's workspace
+//! composition (session store, agent-run store and runtime store on one root, as the
+//! runtime host composes them) does when it opens the file: opens it as it is, migrates
+//! it (and which migrations run), or refuses (which store, which check, Maka's message).
+//!
+//! The rules are those of each release's storage code (`operational-state-store.ts`,
+//! `operational-target-schema.ts`, `sqlite-*-schema.ts`, `sqlite-legacy-scheduling.ts`),
+//! ported, not copied: the differences between releases are the catalog's data (scope
+//! versions, target objects) plus the named switches of [`Composition`]. Pure: the facts
+//! come from `db::startup`.
+
+mod compose;
+mod legacy;
+pub mod reasons;
+
+use serde::Serialize;
+
+use crate::db::startup::StartupFacts;
+use crate::findings::Finding;
+
+pub use compose::{composition_of, Composition, Family};
+
+/// One migration Maka runs on opening the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Migration {
+    /// The store or registry scope (`runtime`, `session_metadata`, `workflow`, …;
+    /// `registry` for the scope registry, `legacy_metadata` for the retired tables).
+    pub store: String,
+    /// Its version before (`null`: none recorded).
+    pub from: Option<i64>,
+    /// Its version after (`null`: the store is removed).
+    pub to: Option<i64>,
+    /// Schema objects the migration creates again although the version stays (Maka's
+    /// `CREATE … IF NOT EXISTS` stores).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recreates: Vec<String>,
+}
+
+/// Why Maka refuses to open the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Refusal {
+    /// The check, one of [`reasons::REASONS`].
+    pub reason: &'static str,
+    /// The store (scope) whose check refuses.
+    pub store: String,
+    /// The schema object, registry scope or table named, if any.
+    pub object: Option<String>,
+    /// Maka's own error message (quoted as a fact).
+    pub maka_message: String,
+    /// For `schema_newer`: the version found in the file, where the file records one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    /// For `schema_newer`: the newest version this release supports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supported_version: Option<i64>,
+}
+
+/// What one release's composition does with the file.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    pub release: String,
+    /// Maka opens the file (as it is, or after `migrations`).
+    pub opens: bool,
+    pub migrations: Vec<Migration>,
+    pub refusal: Option<Refusal>,
+    /// What the model leaves out for this release, if anything (e.g. the legacy files
+    /// v0.1.2 and v0.1.3 import beside the database).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_modelled: Option<String>,
+}
+
+impl Verdict {
+    fn opens(release: &str, migrations: Vec<Migration>) -> Verdict {
+        Verdict {
+            release: release.to_owned(),
+            opens: true,
+            migrations,
+            refusal: None,
+            not_modelled: None,
+        }
+    }
+
+    fn refuses(release: &str, refusal: Refusal) -> Verdict {
+        Verdict {
+            release: release.to_owned(),
+            opens: false,
+            migrations: Vec::new(),
+            refusal: Some(refusal),
+            not_modelled: None,
+        }
+    }
+
+    /// `opens as is`, `migrates (…)` or `refuses: …`, for people.
+    pub fn describe(&self) -> String {
+        match (&self.refusal, self.migrations.is_empty()) {
+            (Some(r), _) => format!(
+                "refuses to open it ({}, store {}): \"{}\"",
+                r.reason, r.store, r.maka_message
+            ),
+            (None, true) => "opens it as it is".to_owned(),
+            (None, false) => {
+                let steps: Vec<String> = self
+                    .migrations
+                    .iter()
+                    .map(|m| match (m.from, m.to) {
+                        (_, None) => format!("{} removed", m.store),
+                        (Some(a), Some(b)) if a == b => {
+                            format!("{} recreates {} object(s)", m.store, m.recreates.len())
+                        }
+                        (Some(a), Some(b)) => format!("{} {a}→{b}", m.store),
+                        (None, Some(b)) => format!("{} created at {b}", m.store),
+                    })
+                    .collect();
+                format!("opens it after migrating ({})", steps.join(", "))
+            }
+        }
+    }
+}
+
+/// A run that stops Maka's strict start-up recovery.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Blocker {
+    pub session_id: String,
+    /// Empty for a session header Maka cannot read.
+    pub run_id: String,
+    pub code: String,
+}
+
+/// `startup.strict_recovery`: what strict start-up recovery does on what Maka opens.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StrictRecovery {
+    /// Whether it runs at all (not when the composition refuses the file).
+    pub runs: bool,
+    /// It throws, and the host stops.
+    pub blocked: bool,
+    pub blockers: Vec<Blocker>,
+}
+
+/// The scan's top-level `startup` object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Startup {
+    /// The release whose start-up this is (the one whose rules the scan applies).
+    pub release: String,
+    pub opens: bool,
+    pub migrations: Vec<Migration>,
+    pub refusal: Option<Refusal>,
+    pub strict_recovery: StrictRecovery,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_modelled: Option<String>,
+}
+
+impl Startup {
+    /// From the writing release's verdict and what the scan found about recovery.
+    pub fn new(v: Verdict, blockers: Vec<Blocker>) -> Startup {
+        let runs = v.opens;
+        Startup {
+            release: v.release,
+            opens: v.opens,
+            migrations: v.migrations,
+            refusal: v.refusal,
+            strict_recovery: StrictRecovery {
+                runs,
+                blocked: runs && !blockers.is_empty(),
+                blockers,
+            },
+            not_modelled: v.not_modelled,
+        }
+    }
+
+    /// "Maka would not start" (issue notes, 38).
+    pub fn blocked(&self) -> bool {
+        !self.opens || self.strict_recovery.blocked
+    }
+
+    /// The one line the table output prints before the findings.
+    pub fn line(&self) -> String {
+        match &self.not_modelled {
+            Some(n) => format!("{} (not modelled: {n})", self.verdict_line()),
+            None => self.verdict_line(),
+        }
+    }
+
+    fn verdict_line(&self) -> String {
+        let who = if self.release == "main" {
+            "a Maka main-branch build".to_owned()
+        } else {
+            format!("Maka {}", self.release)
+        };
+        if let Some(r) = &self.refusal {
+            return format!(
+                "start-up: REFUSED: {who} does not open this file ({}, store {}): \"{}\"",
+                r.reason, r.store, r.maka_message
+            );
+        }
+        let how = if self.migrations.is_empty() {
+            "opens it as it is".to_owned()
+        } else {
+            format!("opens it after {} migration(s)", self.migrations.len())
+        };
+        if self.strict_recovery.blocked {
+            format!(
+                "start-up: BLOCKED: {who} {how}, then its strict start-up recovery stops on {} \
+                 run(s) or session(s)",
+                self.strict_recovery.blockers.len()
+            )
+        } else {
+            format!("start-up: ok: {who} {how} and its strict start-up recovery completes")
+        }
+    }
+}
+
+/// What `release` does when it opens a file with these facts (`None` for a release the
+/// catalog does not know).
+pub fn verdict(facts: &StartupFacts, release: &str) -> Option<Verdict> {
+    composition_of(release).map(|c| c.judge(facts))
+}
+
+/// The `startup_refused` finding of a refusal (error).
+pub fn refusal_finding(v: &Verdict) -> Option<Finding> {
+    let r = v.refusal.as_ref()?;
+    let what = reasons::reason(r.reason)
+        .map(|x| x.advice)
+        .map(reasons::advice_words)
+        .unwrap_or_default();
+    let who = if v.release == "main" {
+        "a Maka main-branch build".to_owned()
+    } else {
+        format!("Maka {}", v.release)
+    };
+    let mut detail = serde_json::json!({
+        "reason": r.reason,
+        "store": r.store,
+        "object": r.object,
+        "maka_message": r.maka_message,
+        "release": v.release,
+    });
+    if r.reason == "schema_newer" {
+        detail["version"] = r.version.into();
+        detail["supported_version"] = r.supported_version.into();
+    }
+    Some(
+        Finding::new(
+            "startup_refused",
+            format!(
+                "{who} refuses to open this file ({}): \"{}\"",
+                r.reason, r.maka_message
+            ),
+        )
+        .with_detail(detail)
+        .hint(what),
+    )
+}
+
+/// The release whose start-up the scan reports: the one whose rules it applies. The
+/// choice has one rule, `release::recognize`'s: never a release whose runtime schema is
+/// older than the file's `user_version` (a file newer than every release is measured
+/// against the newest, whose composition then refuses it as newer than itself).
+pub fn writer_release(rules_release: &str) -> &'static str {
+    crate::release::RELEASES
+        .iter()
+        .copied()
+        .find(|r| *r == rules_release)
+        .unwrap_or("main")
+}
+
+/// Drops the findings that only restate one cause: the schema warnings about the
+/// refused object (and every object of its table, when that is missing), the
+/// projection findings about a tool table that is not there to hold the rows, and the
+/// "run has no header" findings when the header table is missing (the missing table is
+/// already one finding). Returns how many were dropped.
+pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verdict) -> usize {
+    let no_refusal = Refusal {
+        reason: "",
+        store: String::new(),
+        object: None,
+        maka_message: String::new(),
+        version: None,
+        supported_version: None,
+    };
+    let r = v.refusal.as_ref().unwrap_or(&no_refusal);
+    let missing_journal = !facts.has_table("tool_journal_events");
+    let missing_operations = !facts.has_table("tool_operations");
+    let missing_headers = !facts.has_table("core_agent_runs");
+    // The table the refused object belongs to: every warning about one of its
+    // objects restates the refusal.
+    let target = composition_of(&v.release).and_then(|c| c.target);
+    let table_of_key = |key: &str| -> Option<String> {
+        target
+            .and_then(|t| t.get(key))
+            .map(|sig| compose::table_of(sig).to_owned())
+    };
+    let refused_table = r
+        .object
+        .as_deref()
+        .filter(|_| r.reason == "schema_object_missing")
+        .and_then(table_of_key);
+    let before = findings.len();
+    findings.retain(|f| {
+        let schema_warning = matches!(
+            f.code,
+            "schema_object_missing" | "schema_object_changed" | "schema_object_unexpected"
+        );
+        if schema_warning {
+            if let Some(key) = &r.object {
+                if f.message.contains(&format!("`{key}`")) {
+                    return false;
+                }
+            }
+            let key = f.message.split('`').nth(1).unwrap_or("");
+            if f.code == "schema_object_missing"
+                && refused_table.is_some()
+                && table_of_key(key) == refused_table
+            {
+                return false;
+            }
+        }
+        // A newer build refusing for the same check and object says it again.
+        if f.code == "upgrade_migration_refused"
+            && !r.reason.is_empty()
+            && f.message
+                .contains(&format!("({}, store {}", r.reason, r.store))
+            && r.object
+                .as_ref()
+                .is_none_or(|o| f.message.contains(o.as_str()))
+        {
+            return false;
+        }
+        let about_journal = f.code.starts_with("projection_journal_");
+        let about_operations = f.code.starts_with("projection_operation_");
+        // Without the header table every run lacks its header: that is the table.
+        let about_headers = f.code == "run_header_missing";
+        !(missing_journal && about_journal
+            || missing_operations && about_operations
+            || missing_headers && about_headers)
+    });
+    before - findings.len()
+}
+
+/// The upgrade preview's `refusal` words for a build whose composition refuses.
+pub fn upgrade_refusal(v: &Verdict) -> Option<String> {
+    let r = v.refusal.as_ref()?;
+    Some(format!(
+        "Maka {} refuses to open it ({}, store {}: \"{}\") and leaves the file as it is",
+        v.release, r.reason, r.store, r.maka_message
+    ))
+}
+
+/// `diagnosis.plan.startup_refused`: no step of wsledger's makes Maka open the file,
+/// and what to do instead.
+pub fn plan_words(s: &Startup) -> Option<String> {
+    let r = s.refusal.as_ref()?;
+    let advice = reasons::reason(r.reason)
+        .map(|x| reasons::advice_words(x.advice))
+        .unwrap_or_default();
+    Some(format!(
+        "Maka {} refuses to open this file ({}); no wsledger repair changes that, because it \
+         would take changing the schema, which wsledger never does. What to do: {advice}",
+        s.release, r.reason
+    ))
+}
+
+/// Appended to each planned step's `fixes` while Maka refuses to open the file.
+pub const STAYS_REFUSED: &str =
+    "start-up stays refused after this step (see `startup_refused`): Maka still does not open the file";

@@ -1,0 +1,206 @@
+//! `doctor scan` on a file Maka refuses to open: exit 1, one finding for one cause,
+//! the start-up line before the findings, a plan that says no repair changes it; and
+//! a table that stays readable when one cause produces many rows.
+
+mod common;
+
+use common::wsledger;
+use serde_json::Value;
+
+fn copy_healthy(sql: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        "fixtures/healthy/runtime.sqlite",
+        dir.path().join("runtime.sqlite"),
+    )
+    .unwrap();
+    let c = rusqlite::Connection::open(dir.path().join("runtime.sqlite")).unwrap();
+    c.execute_batch(sql).unwrap();
+    c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+    drop(c);
+    dir
+}
+
+#[test]
+fn a_dropped_table_is_one_refusal_with_a_plan_that_says_so() {
+    let dir = copy_healthy("DROP TABLE tool_journal_events");
+    let ws = dir.path().to_str().unwrap();
+    let out = wsledger(&["doctor", "scan", ws, "--format", "json"]);
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let findings = doc["findings"].as_array().unwrap();
+    // One cause, one finding: no journal row is reported missing from a missing table.
+    assert_eq!(findings.len(), 1, "{findings:?}");
+    let f = &findings[0];
+    assert_eq!(f["code"], "startup_refused");
+    assert_eq!(f["severity"], "error");
+    assert_eq!(f["detail"]["reason"], "schema_object_missing");
+    assert_eq!(f["detail"]["store"], "runtime");
+    assert_eq!(
+        f["detail"]["maka_message"],
+        "Incomplete operational SQLite schema: missing required schema object \
+         index:tool_journal_events_by_operation"
+    );
+    assert!(
+        f["hint"].as_str().unwrap().contains("restore a backup"),
+        "{f}"
+    );
+    let s = &doc["startup"];
+    assert_eq!(s["opens"], false);
+    assert_eq!(
+        s["refusal"]["object"],
+        "index:tool_journal_events_by_operation"
+    );
+    assert_eq!(s["strict_recovery"]["runs"], false);
+    let d = &doc["diagnosis"];
+    assert_eq!(d["before"]["startup_blocked"], true);
+    assert_eq!(d["after"]["startup_blocked"], true);
+    let words = d["plan"]["startup_refused"].as_str().unwrap();
+    assert!(words.contains("no wsledger repair changes that"), "{words}");
+    assert!(words.contains("wsledger info"), "{words}");
+
+    let table = wsledger(&["doctor", "scan", ws]);
+    assert_eq!(table.status, 1);
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert!(
+        lines[2].starts_with("start-up: REFUSED: "),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn a_newer_schema_is_never_sent_to_an_older_maka() {
+    let dir = copy_healthy("PRAGMA user_version = 13");
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status, 1);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let f = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "startup_refused")
+        .unwrap();
+    assert_eq!(f["detail"]["reason"], "schema_newer");
+    assert_eq!(f["detail"]["store"], "runtime");
+    assert_eq!(f["detail"]["version"], 13);
+    assert_eq!(f["detail"]["supported_version"], 12);
+    let hint = f["hint"].as_str().unwrap();
+    assert!(hint.contains("or a newer one"), "{hint}");
+    assert!(
+        !wsledger::release::advice::advises_schema_surgery(hint),
+        "{hint}"
+    );
+}
+
+#[test]
+fn many_rows_of_one_cause_are_folded_unless_verbose() {
+    // The journal's rows gone (the table kept): Maka opens the file; 30 rows missing.
+    let dir = copy_healthy("DELETE FROM tool_journal_events");
+    let ws = dir.path().to_str().unwrap();
+    let json = wsledger(&["doctor", "scan", ws, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc["startup"]["opens"], true);
+    let n = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "projection_journal_missing")
+        .count();
+    assert!(n > 10, "{n}");
+    let rows = |out: &str| {
+        out.lines()
+            .filter(|l| l.contains("┆ projection_journal_missing"))
+            .count()
+    };
+    let table = wsledger(&["doctor", "scan", ws]);
+    assert!(table
+        .stdout
+        .lines()
+        .nth(2)
+        .unwrap()
+        .starts_with("start-up: ok: "));
+    // Five listed, the rest in one row that counts them.
+    assert_eq!(rows(&table.stdout), 6, "{}", table.stdout);
+    assert!(
+        table.stdout.contains(&format!("{} more", n - 5)),
+        "{}",
+        table.stdout
+    );
+    let verbose = wsledger(&["doctor", "scan", ws, "--verbose"]);
+    assert_eq!(rows(&verbose.stdout), n, "{}", verbose.stdout);
+}
+
+#[test]
+fn a_newer_build_refusing_for_the_same_object_is_not_a_second_finding() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        "fixtures/releases/v0.1.11/healthy/runtime.sqlite",
+        dir.path().join("runtime.sqlite"),
+    )
+    .unwrap();
+    let c = rusqlite::Connection::open(dir.path().join("runtime.sqlite")).unwrap();
+    c.execute_batch("DROP TABLE tool_journal_events; PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    drop(c);
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status, 1);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let codes: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["startup_refused"]);
+    assert_eq!(doc["startup"]["release"], "v0.1.11");
+    // The preview still says main refuses it too.
+    let main = &doc["upgrade"]["targets"][0];
+    assert_eq!(main["release"], "main");
+    assert_eq!(
+        main["composition"]["refusal"]["reason"],
+        "schema_object_missing"
+    );
+}
+
+#[test]
+fn a_missing_header_table_is_not_one_finding_per_run() {
+    // main's core-execution store creates it again: Maka opens the file.
+    let dir = copy_healthy("DROP TABLE core_agent_runs");
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["startup"]["opens"], true, "{}", doc["startup"]);
+    let m = &doc["startup"]["migrations"][0];
+    assert_eq!(m["store"], "core_execution");
+    assert!(m["recreates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k == "table:core_agent_runs"));
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(
+        findings.iter().all(|f| f["code"] != "run_header_missing"),
+        "{findings:?}"
+    );
+    assert!(findings
+        .iter()
+        .any(|f| f["code"] == "schema_object_missing"));
+}
