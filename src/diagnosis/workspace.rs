@@ -79,14 +79,14 @@ pub fn diagnose_workspace_with(
         }
         let set_aside = counting.finish(ws)?;
         let apply_refusal = finalize.apply_refusal.clone();
-        // Excision is judged on a scan of a private copy with it applied: done only
-        // when something is damaged.
+        // A writing command hands in its plan, judged on a scanned private copy.
+        // Otherwise (`doctor scan`) the excision is planned without that judgement,
+        // which would cost a copy of the file and a second scan: the commands that
+        // write judge it again before writing and fall back to quarantine where needed.
         let excise = match (excise_plan, damaged.is_empty()) {
             (Some(p), _) => crate::excise::choices(p),
             (None, true) => std::collections::BTreeMap::new(),
-            (None, false) => {
-                crate::excise::choices(&crate::excise::plan_on(ws, report, &archived, &[])?)
-            }
+            (None, false) => crate::excise::choices(&crate::excise::plan_named(ws, report, &[])?),
         };
         let mut d = diagnose(&Input {
             workspace: shown,

@@ -274,12 +274,14 @@ fn judge(
     changed
 }
 
-/// Plans the excision on `ws` from its scan `report` (`only`: sessions to limit it
-/// to). Scans private copies of the file (never the file itself) to judge it.
-pub fn plan_on(
+/// The excision of the events `report` names (`only`: sessions to limit it to), with
+/// the rows each takes and what blocks it, not yet judged on a scan: what `doctor
+/// scan`'s diagnosis shows. Judging it ([`plan_on`]) copies the file and scans the
+/// copy, about as much again as the scan itself, so only the commands that write it
+/// (`doctor excise`, `doctor repair`) pay that, before they write.
+pub fn plan_named(
     ws: &Workspace,
     report: &ScanReport,
-    archived: &BTreeSet<String>,
     only: &[String],
 ) -> Result<ExcisePlan, DbError> {
     let named = targets(report, only);
@@ -302,6 +304,23 @@ pub fn plan_on(
             fallback,
         });
     }
+    Ok(ExcisePlan {
+        sessions,
+        predicted: None,
+    })
+}
+
+/// Plans the excision on `ws` from its scan `report` (`only`: sessions to limit it
+/// to), judged on scans of private copies of the file (never the file itself) with
+/// it applied: a session whose excision would leave damage or change the tool
+/// projections falls back to quarantine.
+pub fn plan_on(
+    ws: &Workspace,
+    report: &ScanReport,
+    archived: &BTreeSet<String>,
+    only: &[String],
+) -> Result<ExcisePlan, DbError> {
+    let ExcisePlan { mut sessions, .. } = plan_named(ws, report, only)?;
     let rules = crate::release::recognize(&ws.schema_facts()?).rules();
     // At most as many rounds as sessions: each round either settles or drops one.
     let mut predicted = None;
