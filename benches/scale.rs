@@ -294,7 +294,7 @@ fn finalize_phases(db: &Path) -> Result<Value> {
     let planning = plan_finalize(db, &opts)?;
     let plan_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let writer = Writer::open(db)?;
+    let writer = Writer::open(db, wsledger::release::repair_basis::schema_gate)?;
     writer.check_schema()?;
     let open_s = t.elapsed().as_secs_f64();
     let dest = db.with_extension("sqlite.phases.bak");
@@ -450,7 +450,10 @@ fn main() -> Result<()> {
             return Ok(());
         }
         Some("--backup-child") => {
-            let writer = wsledger::db::write::Writer::open(Path::new(&argv[2]))?;
+            let writer = wsledger::db::write::Writer::open(
+                Path::new(&argv[2]),
+                wsledger::release::repair_basis::schema_gate,
+            )?;
             let t = Instant::now();
             writer.backup_to(Path::new(&argv[3]))?;
             println!("{}", json!({"backup_s": t.elapsed().as_secs_f64()}));

@@ -22,11 +22,12 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use crate::db::backup::backup_path;
-use crate::db::write::{WriteBasis, Writer, TRANSCRIPT_BACKUP_SUFFIX};
+use crate::db::write::{Writer, TRANSCRIPT_BACKUP_SUFFIX};
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::lock;
 use crate::notes::Notes;
+use crate::release::repair_basis::WriteBasis;
 use crate::scan::{scan_workspace, ScanOptions, ScanReport};
 
 /// Puts backups in this directory instead of beside the database (tests).
@@ -37,7 +38,7 @@ pub struct Target<'a> {
     pub db: &'a Path,
     /// `runtime_storage_root_binding.root_id`, which names Maka's owner lock.
     pub binding: Option<&'a str>,
-    /// Why no repair may write in this file's schema (`db::write::write_basis`).
+    /// Why no repair may write in this file's schema (`release::repair_basis::write_basis`).
     pub schema_refusal: Option<String>,
     /// Back the database up first (`--no-backup` turns it off).
     pub backup: bool,
@@ -67,7 +68,7 @@ impl<'a> Target<'a> {
     }
 }
 
-/// Why a repair must refuse a file of this basis (see `db::write::write_basis`).
+/// Why a repair must refuse a file of this basis (see `release::repair_basis::write_basis`).
 pub fn basis_refusal(basis: &Result<WriteBasis, Vec<String>>) -> Option<String> {
     basis.as_ref().err().map(|w| w.join("; "))
 }
@@ -134,7 +135,7 @@ pub fn apply<C: WritingCommand>(
     // Declared before the writer, so dropped after it (see `OpenProbe`).
     let mut open_probe = lock::OpenProbe::new(db);
     refuse_if_open(db, &mut open_probe)?;
-    let writer = Writer::open(db)?;
+    let writer = Writer::open(db, crate::release::repair_basis::schema_gate)?;
     writer.check_schema()?;
     let staged = command.stage(&writer)?;
     let backup = if target.backup {
@@ -171,7 +172,7 @@ pub fn apply<C: WritingCommand>(
 }
 
 /// The refusal of a repair on a file whose schema no repair may write (`why`: what
-/// `db::write::write_basis` found), before anything is created.
+/// `release::repair_basis::write_basis` found), before anything is created.
 pub fn schema_refusal(db: &Path, why: &str) -> UserError {
     UserError::new(
         format!("`{}` cannot be repaired in its schema: {why}", db.display()),

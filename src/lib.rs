@@ -2,10 +2,15 @@
 //! runtime.
 //!
 //! Layers (the import graph is the architecture; no circle between rooms):
-//! - `json`, `args_hash`, `event`, `ledger`, `header`, `session_header`: the pure core.
+//! - `json`, `args_hash`, `event`, `ledger`, `header`: the pure core.
 //!   Values in, values out; no I/O, no clock, no environment.
-//! - `db`: the only module that names SQL (and the only writer, `db::write`).
-//! - `release`: the catalog of Maka generations and their rule switches.
+//! - `db`: the only module that names SQL (and the only writer, `db::write`), with the
+//!   rows it reads. Below every room that reasons about them: the writer is handed the
+//!   rule that says whether a repair may write the file (`db::write::SchemaGate`).
+//! - `release`: the catalog of Maka generations and their rule switches, and the schema
+//!   basis of a repair (`release::repair_basis`, whose `schema_gate` the writer gets).
+//! - `session_header`: Maka's start-up check of a session header (pure), over `db`'s
+//!   row and `release`'s header rules.
 //! - `startup`: what each release's workspace composition does when it opens the file
 //!   (opens, migrates, refuses), from schema facts `db::startup` reads. Below `scan`.
 //! - `scan`: the walk of the ledger (`scan::pipeline`: its threads and queues), runs,

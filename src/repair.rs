@@ -51,7 +51,7 @@ struct RepairRead {
     targets: BTreeMap<String, Vec<Reason>>,
     blocked: Vec<String>,
     schema: SchemaInfo,
-    basis: Result<crate::db::write::WriteBasis, Vec<String>>,
+    basis: Result<crate::release::repair_basis::WriteBasis, Vec<String>>,
     binding: Option<String>,
     /// The excision the plan prefers (sessions it heals are not quarantined).
     excise: ExcisePlan,
@@ -92,7 +92,7 @@ pub fn run(
             targets,
             blocked,
             schema: facts.bundle_schema(),
-            basis: crate::db::write::write_basis(&facts),
+            basis: crate::release::repair_basis::write_basis(&facts),
             binding: ws.root_binding()?,
             excise,
         })

@@ -13,18 +13,8 @@
 
 use serde_json::{Map, Value};
 
+pub use crate::db::SessionHeaderRow;
 use crate::release::rules::HeaderRules;
-
-/// One `session_metadata` row as the check needs it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SessionHeaderRow {
-    pub session_id: String,
-    pub payload_json: String,
-    /// `metadata_version`, as stored (SQLite may hold any type there).
-    pub metadata_version: Value,
-    /// `committed_at`, as stored.
-    pub committed_at: Value,
-}
 
 const STATUSES: &[&str] = &[
     "active",

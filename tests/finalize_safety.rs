@@ -105,7 +105,7 @@ fn a_run_that_changed_after_the_plan_rolls_everything_back() {
         .unwrap();
     }
     let rows = ws.dump();
-    let writer = Writer::open(&ws.db()).unwrap();
+    let writer = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate).unwrap();
     let err = writer
         .apply(&planning.plan.writes, &ApplyOptions::default())
         .unwrap_err();
@@ -125,7 +125,7 @@ fn a_run_that_changed_after_the_plan_rolls_everything_back() {
         )
         .unwrap();
     let rows = ws.dump();
-    let err = Writer::open(&ws.db())
+    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
         .unwrap()
         .apply(&planning.plan.writes, &ApplyOptions::default())
         .unwrap_err();
@@ -174,7 +174,7 @@ fn a_full_disk_rolls_back() {
         .query_row("PRAGMA page_count", [], |r| r.get(0))
         .unwrap();
     let rows = ws.dump();
-    let err = Writer::open(&ws.db())
+    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
         .unwrap()
         .apply(
             &planning.plan.writes,
@@ -188,7 +188,7 @@ fn a_full_disk_rolls_back() {
     assert_eq!(ws.dump(), rows);
     assert!(integrity_ok(&ws.db()));
     // With room, the same plan applies.
-    Writer::open(&ws.db())
+    Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
         .unwrap()
         .apply(&planning.plan.writes, &ApplyOptions::default())
         .unwrap();
@@ -322,7 +322,7 @@ fn a_plan_that_writes_tool_outcomes_rolls_back_on_any_ledger_change() {
         )
         .unwrap();
     let rows = ws.dump();
-    let err = Writer::open(&ws.db())
+    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
         .unwrap()
         .apply(&planning.plan.writes, &ApplyOptions::default())
         .unwrap_err();

@@ -159,7 +159,7 @@ fn finalize_stuck_run(db: &Path) -> Writer {
     };
     let planning = plan_finalize(db, &opts).unwrap();
     assert_eq!(planning.plan.plan.len(), 1);
-    let writer = Writer::open(db).unwrap();
+    let writer = Writer::open(db, wsledger::release::repair_basis::schema_gate).unwrap();
     writer
         .apply(&planning.plan.writes, &ApplyOptions::default())
         .unwrap();
@@ -664,7 +664,7 @@ fn a_refused_write_keeps_the_backup_once_an_earlier_one_committed() {
     };
 
     // Nothing committed: the refusal takes the backup along.
-    let writer = Writer::open(&db).unwrap();
+    let writer = Writer::open(&db, wsledger::release::repair_basis::schema_gate).unwrap();
     let first = t.path().join("first.bak");
     writer.backup_to(&first).unwrap();
     refused_while_held(&writer);

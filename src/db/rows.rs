@@ -1212,7 +1212,7 @@ impl Workspace {
     /// check), in primary-key order.
     pub fn for_each_session_header(
         &self,
-        mut f: impl FnMut(crate::session_header::SessionHeaderRow),
+        mut f: impl FnMut(SessionHeaderRow),
     ) -> Result<(), DbError> {
         let e = |e: rusqlite::Error| self.err(&e);
         let mut stmt = self
@@ -1230,7 +1230,7 @@ impl Workspace {
             _ => serde_json::Value::Null,
         };
         while let Some(r) = rows.next().map_err(e)? {
-            f(crate::session_header::SessionHeaderRow {
+            f(SessionHeaderRow {
                 session_id: text(r, 0).map_err(e)?,
                 payload_json: text(r, 1).map_err(e)?,
                 metadata_version: value(r.get_ref(2).map_err(e)?),
@@ -1239,6 +1239,17 @@ impl Workspace {
         }
         Ok(())
     }
+}
+
+/// One `session_metadata` row as the session-header check (`session_header`) needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SessionHeaderRow {
+    pub session_id: String,
+    pub payload_json: String,
+    /// `metadata_version`, as stored (SQLite may hold any type there).
+    pub metadata_version: serde_json::Value,
+    /// `committed_at`, as stored.
+    pub committed_at: serde_json::Value,
 }
 
 #[cfg(test)]

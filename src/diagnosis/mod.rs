@@ -293,7 +293,7 @@ pub struct Input<'a> {
     pub events: &'a HashMap<String, NamedEventRow>,
     /// `(session, tool call id)` of [`wanted_tool_calls`] whose session records a call.
     pub recorded_calls: &'a BTreeSet<(String, String)>,
-    /// Why a repair must refuse to write this file (`db::write::write_basis`), if it
+    /// Why a repair must refuse to write this file (`release::repair_basis::write_basis`), if it
     /// must.
     pub apply_refusal: Option<String>,
     /// Per damaged session with events to excise: `Ok(cost)` when excising them heals

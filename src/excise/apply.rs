@@ -11,7 +11,7 @@ use super::{bundle_file_name, plan_on, ExcisePlan, SessionPlan};
 use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::excise::Excision;
-use crate::db::write::{WriteBasis, Writer};
+use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
@@ -20,6 +20,7 @@ use crate::quarantine::document::state;
 use crate::quarantine::files::{
     check_out_dir, make_out_dir, refuse_out_in_sessions, write_durably, MadeDirs,
 };
+use crate::release::repair_basis::WriteBasis;
 use crate::scan::{scan_workspace, ScanOptions, ScanReport, WORKSPACE_AUTHORITY_SESSION};
 
 /// What `doctor excise` is asked to do.
@@ -106,7 +107,7 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
         let facts = ws.schema_facts()?;
         Ok(Read {
             schema: facts.bundle_schema(),
-            basis: crate::db::write::write_basis(&facts),
+            basis: crate::release::repair_basis::write_basis(&facts),
             binding: ws.root_binding()?,
             report,
             archived,

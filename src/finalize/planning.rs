@@ -104,7 +104,7 @@ fn set_basis(ws: &Workspace, plan: &mut crate::finalize::Plan) -> Result<(), DbE
             e.ordinal = None;
         }
     }
-    match crate::db::write::write_basis(&ws.schema_facts()?) {
+    match crate::release::repair_basis::write_basis(&ws.schema_facts()?) {
         Ok(b) => plan.schema_basis = Some(b.to_json()),
         Err(why) => plan.apply_refusal = Some(why.join("; ")),
     }

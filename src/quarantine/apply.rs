@@ -17,10 +17,11 @@ use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::files;
 use crate::db::quarantine::Deletion;
-use crate::db::write::{WriteBasis, Writer};
+use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
+use crate::release::repair_basis::WriteBasis;
 use crate::scan::WORKSPACE_AUTHORITY_SESSION;
 use crate::scan::{scan_workspace, scan_workspace_without, ScanOptions, ScanReport};
 
@@ -54,7 +55,7 @@ struct QuarantineRead {
     predicted: ScanReport,
     schema: SchemaInfo,
     /// The release schema an apply writes in, or why it would refuse.
-    basis: Result<crate::db::write::WriteBasis, Vec<String>>,
+    basis: Result<crate::release::repair_basis::WriteBasis, Vec<String>>,
     binding: Option<String>,
     /// Titles and last activity of the target sessions.
     labels: BTreeMap<String, crate::db::diagnosis::SessionLabelRow>,
@@ -104,7 +105,7 @@ fn read_quarantine(
         scan_workspace_without(ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
     };
     let facts = ws.schema_facts()?;
-    let basis = crate::db::write::write_basis(&facts);
+    let basis = crate::release::repair_basis::write_basis(&facts);
     let schema = facts.bundle_schema();
     let binding = ws.root_binding()?;
     let labels = ws.session_labels(targets.keys().map(String::as_str))?;
