@@ -204,3 +204,26 @@ fn a_missing_header_table_is_not_one_finding_per_run() {
         .iter()
         .any(|f| f["code"] == "schema_object_missing"));
 }
+
+#[test]
+fn a_dropped_sessions_table_is_one_refusal_not_a_warning_per_run() {
+    let dir = copy_healthy("PRAGMA foreign_keys = OFF; DROP TABLE session_metadata");
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let codes: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    // Every run lies outside a listed session then: that is the missing table again.
+    assert_eq!(codes, ["startup_refused"]);
+    assert_eq!(doc["startup"]["refusal"]["store"], "session_metadata");
+}

@@ -294,6 +294,15 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
         .as_deref()
         .filter(|_| r.reason == "schema_object_missing")
         .and_then(table_of_key);
+    // Tables reported missing: a warning about one of their indexes or triggers says
+    // the same thing again.
+    let missing_tables: Vec<String> = findings
+        .iter()
+        .filter(|f| f.code == "schema_object_missing")
+        .filter_map(|f| f.message.split('`').nth(1))
+        .filter_map(|key| key.strip_prefix("table:"))
+        .map(str::to_owned)
+        .collect();
     let before = findings.len();
     findings.retain(|f| {
         let schema_warning = matches!(
@@ -313,6 +322,12 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
             {
                 return false;
             }
+            if f.code == "schema_object_missing"
+                && !key.starts_with("table:")
+                && table_of_key(key).is_some_and(|t| missing_tables.contains(&t))
+            {
+                return false;
+            }
         }
         // A newer build refusing for the same check and object says it again.
         if f.code == "upgrade_migration_refused"
@@ -322,6 +337,12 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
             && r.object
                 .as_ref()
                 .is_none_or(|o| f.message.contains(o.as_str()))
+        {
+            return false;
+        }
+        // Without the sessions table every run lies outside a listed session: one
+        // warning per run would only say again that the table is missing.
+        if refused_table.as_deref() == Some("session_metadata") && f.code == "run_outside_sessions"
         {
             return false;
         }
