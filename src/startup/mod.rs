@@ -284,9 +284,13 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
     // The table the refused object belongs to: every warning about one of its
     // objects restates the refusal.
     let target = composition_of(&v.release).and_then(|c| c.target);
+    // Releases that check versions only have no target: their fresh schema names
+    // the table of an object just as well.
+    let fresh = crate::release::generation_of(&v.release).map(|g| g.fresh());
     let table_of_key = |key: &str| -> Option<String> {
         target
             .and_then(|t| t.get(key))
+            .or_else(|| fresh.and_then(|f| f.get(key)))
             .map(|sig| compose::table_of(sig).to_owned())
     };
     let refused_table = r
@@ -342,8 +346,9 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
         }
         // Without the sessions table every run lies outside a listed session: one
         // warning per run would only say again that the table is missing.
-        if refused_table.as_deref() == Some("session_metadata") && f.code == "run_outside_sessions"
-        {
+        let sessions_gone = refused_table.as_deref() == Some("session_metadata")
+            || missing_tables.iter().any(|t| t == "session_metadata");
+        if sessions_gone && f.code == "run_outside_sessions" {
             return false;
         }
         let about_journal = f.code.starts_with("projection_journal_");
