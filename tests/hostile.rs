@@ -613,6 +613,8 @@ corpus_tests!(
     user_version_older,
     user_version_newer,
     missing_table,
+    missing_operations_table,
+    missing_run_events_table,
     missing_index,
     missing_run_headers_table,
     extra_column,
@@ -678,6 +680,84 @@ corpus_tests!(
     stuck_run_symlink_into_a_read_only_directory,
     stuck_run_symlink_while_maka_holds_the_owner_lock,
 );
+
+/// A dropped table is one finding: the scan of each dropped-table entry reports
+/// exactly the finding that names it (a refusal, or the missing table Maka creates
+/// again), never a finding per row the table would hold, and never an error.
+#[test]
+fn a_dropped_table_is_exactly_one_finding() {
+    // (entry, builder, exit status, the one finding's code, the object it names)
+    type Case = (&'static str, fn() -> Built, i32, &'static str, &'static str);
+    let cases: [Case; 4] = [
+        (
+            "missing_table",
+            corpus::missing_table,
+            1,
+            "startup_refused",
+            "index:tool_journal_events_by_operation",
+        ),
+        (
+            "missing_operations_table",
+            corpus::missing_operations_table,
+            1,
+            "startup_refused",
+            "table:tool_operations",
+        ),
+        (
+            "missing_run_events_table",
+            corpus::missing_run_events_table,
+            0,
+            "schema_object_missing",
+            "table:core_agent_run_events",
+        ),
+        (
+            "missing_index",
+            corpus::missing_index,
+            1,
+            "startup_refused",
+            "index:runtime_events_by_run",
+        ),
+    ];
+    for (name, build, status, code, object) in cases {
+        let b = build();
+        let side = tempfile::tempdir().unwrap();
+        let env = test_env(side.path(), &b);
+        let args: Vec<&std::ffi::OsStr> = ["doctor", "scan", "--format", "json", "--workspace"]
+            .iter()
+            .map(|a| a.as_ref())
+            .chain([b.arg.as_os_str()])
+            .collect();
+        let r = run(&args, &env, false, b.timeout);
+        let stderr = String::from_utf8_lossy(&r.stderr);
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert_eq!(r.status, status, "{name}: {stderr}");
+        let doc: serde_json::Value = serde_json::from_slice(&r.stdout).unwrap();
+        let findings = doc["findings"].as_array().unwrap();
+        assert_eq!(findings.len(), 1, "{name}: {findings:?}");
+        let f = &findings[0];
+        assert_eq!(f["code"], code, "{name}: {f}");
+        if code == "startup_refused" {
+            assert_eq!(
+                f["detail"]["reason"], "schema_object_missing",
+                "{name}: {f}"
+            );
+            assert_eq!(f["detail"]["object"], object, "{name}: {f}");
+            assert_eq!(doc["startup"]["opens"], false, "{name}");
+            assert_eq!(doc["startup"]["refusal"]["object"], object, "{name}");
+        } else {
+            let message = f["message"].as_str().unwrap();
+            assert!(message.contains(&format!("`{object}`")), "{name}: {f}");
+            assert_eq!(doc["startup"]["opens"], true, "{name}");
+            let recreated = doc["startup"]["migrations"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|m| m["recreates"].as_array().unwrap())
+                .any(|k| k == object);
+            assert!(recreated, "{name}: {}", doc["startup"]);
+        }
+    }
+}
 
 /// `replay --bundle` reads a file, not a workspace: hostile bundles get the same
 /// treatment (exit 2 with `error:`/`hint:` naming the file, or a replay), and a

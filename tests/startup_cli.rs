@@ -204,3 +204,60 @@ fn a_missing_header_table_is_not_one_finding_per_run() {
         .iter()
         .any(|f| f["code"] == "schema_object_missing"));
 }
+
+#[test]
+fn a_dropped_sessions_table_is_one_refusal_not_a_warning_per_run() {
+    let dir = copy_healthy("PRAGMA foreign_keys = OFF; DROP TABLE session_metadata");
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status, 1, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let codes: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    // Every run lies outside a listed session then: that is the missing table again.
+    assert_eq!(codes, ["startup_refused"]);
+    assert_eq!(doc["startup"]["refusal"]["store"], "session_metadata");
+}
+
+#[test]
+fn a_dropped_table_of_a_version_only_release_is_one_schema_finding() {
+    // v0.1.5 checks versions only and opens the file: the missing table is one
+    // warning, not one per index of it.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy("fixtures/releases/v0.1.5/healthy/runtime.sqlite", &db).unwrap();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch("DROP TABLE tool_journal_events; PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    drop(c);
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(doc["startup"]["release"], "v0.1.5", "{}", doc["startup"]);
+    let schema: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "schema_object_missing")
+        .map(|f| f["message"].as_str().unwrap())
+        .collect();
+    assert_eq!(schema.len(), 1, "{schema:?}");
+    assert!(
+        schema[0].contains("`table:tool_journal_events`"),
+        "{schema:?}"
+    );
+}

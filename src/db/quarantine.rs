@@ -260,11 +260,22 @@ fn selectors(fks: &[ForeignKey], tables: &BTreeSet<String>) -> Vec<(String, Stri
     let mut out = Vec::new();
     for (table, clause) in PURGE {
         if tables.contains(*table) {
+            // Without `tool_operations` (a schema Maka refuses to open) only the
+            // journal's event clause can be read: its operation clause names that table.
+            let clause = if *table == "tool_journal_events" && !tables.contains("tool_operations") {
+                JOURNAL_BY_EVENT
+            } else {
+                clause
+            };
             expand(fks, table, &format!("({clause})"), 0, &mut out);
         }
     }
     out
 }
+
+/// The part of Maka's journal purge clause that reaches rows through their event.
+const JOURNAL_BY_EVENT: &str =
+    "runtime_event_id IN (SELECT event_id FROM runtime_events WHERE session_id = ?1)";
 
 /// How many rows of each table the deletion of `session` removes: the counts of
 /// [`read_deletion`] (same tables, same order), without reading the rows or looking

@@ -284,9 +284,13 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
     // The table the refused object belongs to: every warning about one of its
     // objects restates the refusal.
     let target = composition_of(&v.release).and_then(|c| c.target);
+    // Releases that check versions only have no target: their fresh schema names
+    // the table of an object just as well.
+    let fresh = crate::release::generation_of(&v.release).map(|g| g.fresh());
     let table_of_key = |key: &str| -> Option<String> {
         target
             .and_then(|t| t.get(key))
+            .or_else(|| fresh.and_then(|f| f.get(key)))
             .map(|sig| compose::table_of(sig).to_owned())
     };
     let refused_table = r
@@ -294,6 +298,15 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
         .as_deref()
         .filter(|_| r.reason == "schema_object_missing")
         .and_then(table_of_key);
+    // Tables reported missing: a warning about one of their indexes or triggers says
+    // the same thing again.
+    let missing_tables: Vec<String> = findings
+        .iter()
+        .filter(|f| f.code == "schema_object_missing")
+        .filter_map(|f| f.message.split('`').nth(1))
+        .filter_map(|key| key.strip_prefix("table:"))
+        .map(str::to_owned)
+        .collect();
     let before = findings.len();
     findings.retain(|f| {
         let schema_warning = matches!(
@@ -313,6 +326,12 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
             {
                 return false;
             }
+            if f.code == "schema_object_missing"
+                && !key.starts_with("table:")
+                && table_of_key(key).is_some_and(|t| missing_tables.contains(&t))
+            {
+                return false;
+            }
         }
         // A newer build refusing for the same check and object says it again.
         if f.code == "upgrade_migration_refused"
@@ -323,6 +342,13 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
                 .as_ref()
                 .is_none_or(|o| f.message.contains(o.as_str()))
         {
+            return false;
+        }
+        // Without the sessions table every run lies outside a listed session: one
+        // warning per run would only say again that the table is missing.
+        let sessions_gone = refused_table.as_deref() == Some("session_metadata")
+            || missing_tables.iter().any(|t| t == "session_metadata");
+        if sessions_gone && f.code == "run_outside_sessions" {
             return false;
         }
         let about_journal = f.code.starts_with("projection_journal_");

@@ -602,6 +602,25 @@ pub fn missing_table() -> Built {
         .replay(1, &["tool_journal_missing"])
 }
 
+pub fn missing_operations_table() -> Built {
+    // `tool_operations` is a runtime table: no migration creates it again, so Maka
+    // refuses the file, and every check that reads the table stays quiet.
+    schema_edit("DROP TABLE tool_operations", 1, &["startup_refused"])
+        .replay(1, &["tool_operation_missing"])
+}
+
+pub fn missing_run_events_table() -> Built {
+    // main's core-execution store creates `core_agent_run_events` again (empty) when
+    // it opens the file (`CREATE TABLE IF NOT EXISTS`, before its target check):
+    // Maka opens it, so the scan reports the missing table once and no refusal.
+    schema_edit(
+        "DROP TABLE core_agent_run_events",
+        0,
+        &["schema_object_missing"],
+    )
+    .replay(1, &["run_terminal_event_missing"])
+}
+
 pub fn missing_index() -> Built {
     // A dropped runtime index: the runtime store is at its version, so no migration
     // creates it again, and Maka refuses to open the file.
@@ -1438,6 +1457,8 @@ pub const ENTRIES: &[(&str, Builder)] = &[
     ("user_version_older", user_version_older),
     ("user_version_newer", user_version_newer),
     ("missing_table", missing_table),
+    ("missing_operations_table", missing_operations_table),
+    ("missing_run_events_table", missing_run_events_table),
     ("missing_index", missing_index),
     ("missing_run_headers_table", missing_run_headers_table),
     ("extra_column", extra_column),
