@@ -15,13 +15,11 @@ use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
-use crate::quarantine::apply::default_out_dir;
+use crate::quarantine::apply::bundle_dir_for;
 use crate::quarantine::document::state;
-use crate::quarantine::files::{
-    check_out_dir, make_out_dir, refuse_out_in_sessions, write_durably, MadeDirs,
-};
+use crate::quarantine::files::{check_out_dir, make_out_dir, write_durably, MadeDirs};
 use crate::release::repair_basis::WriteBasis;
-use crate::scan::{scan_workspace, ScanOptions, ScanReport, WORKSPACE_AUTHORITY_SESSION};
+use crate::scan::{scan_workspace, ScanOptions, ScanReport};
 
 /// What `doctor excise` is asked to do.
 #[derive(Clone, Debug, Default)]
@@ -81,18 +79,7 @@ pub fn session_json(p: &SessionPlan, bundle: Option<&Path>) -> Value {
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
     let now = req.now;
-    if req
-        .sessions
-        .iter()
-        .any(|s| s == WORKSPACE_AUTHORITY_SESSION)
-    {
-        return Err(UserError::new(
-            format!("`{WORKSPACE_AUTHORITY_SESSION}` is Maka's workspace-authority session; it is never excised"),
-            "name conversation sessions only",
-        ));
-    }
-    let out_dir = req.out.clone().unwrap_or_else(|| default_out_dir(db));
-    refuse_out_in_sessions(&out_dir, db)?;
+    let out_dir = bundle_dir_for(db, &req.sessions, req.out.as_deref(), "excised")?;
     let Read {
         report,
         archived,

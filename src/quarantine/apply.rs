@@ -46,6 +46,27 @@ pub fn default_out_dir(db: &Path) -> PathBuf {
         .join("wsledger-quarantine")
 }
 
+/// What every command that writes bundles (quarantine, excise) refuses before it reads
+/// anything: naming Maka's workspace-authority session (`verb`: what it would do to
+/// it), or a bundle directory inside the workspace's `sessions/`. Returns the bundle
+/// directory (`out`, or the default).
+pub fn bundle_dir_for(
+    db: &Path,
+    sessions: &[String],
+    out: Option<&Path>,
+    verb: &str,
+) -> Result<PathBuf, UserError> {
+    if sessions.iter().any(|s| s == WORKSPACE_AUTHORITY_SESSION) {
+        return Err(UserError::new(
+            format!("`{WORKSPACE_AUTHORITY_SESSION}` is Maka's workspace-authority session; it is never {verb}"),
+            "name conversation sessions only",
+        ));
+    }
+    let out_dir = out.map_or_else(|| default_out_dir(db), Path::to_path_buf);
+    refuse_out_in_sessions(&out_dir, db)?;
+    Ok(out_dir)
+}
+
 /// What a quarantine is planned from.
 struct QuarantineRead {
     report: ScanReport,
@@ -137,18 +158,7 @@ fn read_quarantine(
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
     let now = req.now;
-    if req
-        .sessions
-        .iter()
-        .any(|s| s == WORKSPACE_AUTHORITY_SESSION)
-    {
-        return Err(UserError::new(
-            format!("`{WORKSPACE_AUTHORITY_SESSION}` is Maka's workspace-authority session; it is never quarantined"),
-            "name conversation sessions only",
-        ));
-    }
-    let out_dir = req.out.clone().unwrap_or_else(|| default_out_dir(db));
-    refuse_out_in_sessions(&out_dir, db)?;
+    let out_dir = bundle_dir_for(db, &req.sessions, req.out.as_deref(), "quarantined")?;
     // Everything the plan is made from, at one snapshot.
     let QuarantineRead {
         report,
