@@ -602,10 +602,12 @@ fn where_excision_cannot_heal_the_plan_falls_back_to_quarantine_and_says_why() {
     );
     assert_eq!(ws.db_hash(), before);
     assert!(excise_bundles(&ws).is_empty());
-    let o = ws.run(&["doctor", "scan", "--format", "json"]);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    let scan: Value = serde_json::from_slice(&o.stdout).unwrap();
-    let d = &scan["diagnosis"];
+    // The writing commands judge the excision (`doctor scan` only names it): repair's
+    // plan quarantines the session instead.
+    let o = ws.run(&["doctor", "repair", "--format", "json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let repair: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let d = &repair["diagnosis"];
     let damaged = &d["damaged_sessions"][0];
     assert_eq!(damaged["remedy"], "quarantine");
     assert!(damaged["excise_fallback"]

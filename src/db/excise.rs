@@ -383,6 +383,37 @@ impl Workspace {
         read_excision(self.conn(), session, events).map_err(|e| self.err(&e))
     }
 
+    /// Only the `runtime_events` rows of `events` (by primary key): what `doctor scan`'s
+    /// diagnosis names and counts, without the whole-table reads of the projections and
+    /// key checks that [`Workspace::excision`] makes (and no blockers).
+    pub fn excision_events(&self, session: &str, events: &[String]) -> Result<Excision, DbError> {
+        let read = || -> rusqlite::Result<Excision> {
+            let c = self.conn();
+            let mut events: Vec<String> = events.to_vec();
+            events.sort();
+            events.dedup();
+            let ids = id_list(&events);
+            let shape = table_shape(c, "runtime_events")?;
+            let rows = select_rows(
+                c,
+                "runtime_events",
+                &shape,
+                &format!("(event_id IN {IDS})"),
+                &ids,
+            )?;
+            Ok(Excision {
+                session_id: session.to_owned(),
+                events,
+                tables: vec![(
+                    "runtime_events".to_owned(),
+                    rows.into_iter().map(|(_, r)| r).collect(),
+                )],
+                ..Excision::default()
+            })
+        };
+        read().map_err(|e| self.err(&e))
+    }
+
     /// Whether each of `events` is still in `runtime_events` (restore's dry run).
     pub fn events_present(&self, events: &[String]) -> Result<usize, DbError> {
         let n: i64 = self

@@ -274,22 +274,38 @@ fn judge(
     changed
 }
 
-/// The excision of the events `report` names (`only`: sessions to limit it to), with
-/// the rows each takes and what blocks it, not yet judged on a scan: what `doctor
-/// scan`'s diagnosis shows. Judging it ([`plan_on`]) copies the file and scans the
-/// copy, about as much again as the scan itself, so only the commands that write it
-/// (`doctor excise`, `doctor repair`) pay that, before they write.
+/// The excision of the events `report` names (`only`: sessions to limit it to), as
+/// `doctor scan`'s diagnosis shows it: the events themselves, read by key, and not yet
+/// judged. The rows the excision takes and what blocks it (whole-table reads of the
+/// tool projections) and its judgement on a scanned copy (about as much again as the
+/// scan) are left to the commands that write it, `doctor excise` and `doctor repair`
+/// ([`plan_on`]), before they write.
 pub fn plan_named(
     ws: &Workspace,
     report: &ScanReport,
     only: &[String],
+) -> Result<ExcisePlan, DbError> {
+    plan_sessions(ws, report, only, false)
+}
+
+/// `plan_named`, with every row each excision takes and its blockers read when
+/// `full`.
+fn plan_sessions(
+    ws: &Workspace,
+    report: &ScanReport,
+    only: &[String],
+    full: bool,
 ) -> Result<ExcisePlan, DbError> {
     let named = targets(report, only);
     let labels = ws.session_labels(named.keys().map(String::as_str))?;
     let mut sessions = Vec::new();
     for (s, list) in named {
         let events: Vec<String> = list.iter().map(|t| t.event_id.clone()).collect();
-        let excision = ws.excision(&s, &events)?;
+        let excision = if full {
+            ws.excision(&s, &events)?
+        } else {
+            ws.excision_events(&s, &events)?
+        };
         let fallback = (!excision.blockers.is_empty()).then(|| {
             format!(
                 "the excision cannot be written: {}",
@@ -320,7 +336,7 @@ pub fn plan_on(
     archived: &BTreeSet<String>,
     only: &[String],
 ) -> Result<ExcisePlan, DbError> {
-    let ExcisePlan { mut sessions, .. } = plan_named(ws, report, only)?;
+    let ExcisePlan { mut sessions, .. } = plan_sessions(ws, report, only, true)?;
     let rules = crate::release::recognize(&ws.schema_facts()?).rules();
     // At most as many rounds as sessions: each round either settles or drops one.
     let mut predicted = None;
