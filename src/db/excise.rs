@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
 
 use super::quarantine::{
-    cell, cols, foreign_keys, insert_rows, quote, table_names, table_shape, ForeignKey, TableShape,
+    cols, foreign_keys, insert_rows, quote, select_rows, table_names, table_shape, ForeignKey,
 };
 use super::write::{classify, WriteError, Writer};
 use super::{DbError, Workspace};
@@ -128,41 +128,6 @@ fn selectors(direct: &[(String, String)], fks: &[ForeignKey]) -> Vec<(String, St
         expand(fks, t, clause, 0, &mut out);
     }
     out
-}
-
-fn select_rows(
-    c: &Connection,
-    table: &str,
-    shape: &TableShape,
-    clause: &str,
-    ids: &str,
-) -> rusqlite::Result<Vec<(Option<i64>, Row)>> {
-    let list = shape
-        .columns
-        .iter()
-        .map(|n| quote(n))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let sql = if shape.has_rowid {
-        format!(
-            "SELECT _rowid_, {list} FROM {} WHERE {clause} ORDER BY _rowid_",
-            quote(table)
-        )
-    } else {
-        format!("SELECT NULL, {list} FROM {} WHERE {clause}", quote(table))
-    };
-    let mut stmt = c.prepare(&sql)?;
-    let mut rows = stmt.query(params![ids])?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        let rowid: Option<i64> = r.get(0)?;
-        let mut columns = Vec::with_capacity(shape.columns.len());
-        for (i, name) in shape.columns.iter().enumerate() {
-            columns.push((name.clone(), cell(r.get_ref(i + 1)?)));
-        }
-        out.push((rowid, Row { columns }));
-    }
-    Ok(out)
 }
 
 /// Reads every row the excision of `events` (of `session`) removes, and what would

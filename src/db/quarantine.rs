@@ -220,6 +220,43 @@ pub(super) fn foreign_keys(
     Ok(out)
 }
 
+/// Every row of `table` that `clause` (with `?1` bound to `arg`) selects, in rowid
+/// order, with its rowid where the table has one.
+pub(super) fn select_rows(
+    c: &Connection,
+    table: &str,
+    shape: &TableShape,
+    clause: &str,
+    arg: &str,
+) -> rusqlite::Result<Vec<(Option<i64>, Row)>> {
+    let list = shape
+        .columns
+        .iter()
+        .map(|n| quote(n))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let sql = if shape.has_rowid {
+        format!(
+            "SELECT _rowid_, {list} FROM {} WHERE {clause} ORDER BY _rowid_",
+            quote(table)
+        )
+    } else {
+        format!("SELECT NULL, {list} FROM {} WHERE {clause}", quote(table))
+    };
+    let mut stmt = c.prepare(&sql)?;
+    let mut rows = stmt.query(params![arg])?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        let rowid: Option<i64> = r.get(0)?;
+        let mut columns = Vec::with_capacity(shape.columns.len());
+        for (i, name) in shape.columns.iter().enumerate() {
+            columns.push((name.clone(), cell(r.get_ref(i + 1)?)));
+        }
+        out.push((rowid, Row { columns }));
+    }
+    Ok(out)
+}
+
 pub(super) fn cols(names: &[String]) -> String {
     let q: Vec<String> = names.iter().map(|n| quote(n)).collect();
     if q.len() == 1 {
@@ -771,22 +808,6 @@ pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion
         }
         let shape = &shapes[table];
         let keep_rowid = shape.has_rowid && !shape.rowid_is_column;
-        let list = shape
-            .columns
-            .iter()
-            .map(|n| quote(n))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let sql = if shape.has_rowid {
-            format!(
-                "SELECT _rowid_, {list} FROM {} WHERE {clause} ORDER BY _rowid_",
-                quote(table)
-            )
-        } else {
-            format!("SELECT NULL, {list} FROM {} WHERE {clause}", quote(table))
-        };
-        let mut stmt = c.prepare(&sql)?;
-        let mut rows = stmt.query(params![session])?;
         if !d.tables.iter().any(|(t, _)| t == table) {
             d.tables.push((table.clone(), Vec::new()));
             if keep_rowid {
@@ -794,13 +815,7 @@ pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion
             }
         }
         let idx = d.tables.iter().position(|(t, _)| t == table).unwrap_or(0);
-        while let Some(r) = rows.next()? {
-            let rowid: Option<i64> = r.get(0)?;
-            let mut columns = Vec::with_capacity(shape.columns.len());
-            for (i, name) in shape.columns.iter().enumerate() {
-                columns.push((name.clone(), cell(r.get_ref(i + 1)?)));
-            }
-            let row = Row { columns };
+        for (rowid, row) in select_rows(c, table, shape, clause, session)? {
             let key = match rowid {
                 Some(n) => n.to_be_bytes().to_vec(),
                 None => format!("{row:?}").into_bytes(),

@@ -2,43 +2,16 @@
 
 use std::io::Write;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::quarantine::s;
 use super::sanitize::sanitize;
 use super::Format;
-
-fn s(v: &Value) -> String {
-    match v {
-        Value::String(s) => sanitize(s),
-        Value::Null => "-".into(),
-        other => sanitize(&other.to_string()),
-    }
-}
 
 /// Writes the document in `format` (table, json, or ndjson: one `session` record per
 /// session, then a `summary`).
 pub fn render(out: &mut dyn Write, doc: &Value, format: Format) -> std::io::Result<()> {
-    match format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, doc)?;
-            writeln!(out)
-        }
-        Format::Ndjson => {
-            let mut summary = doc.clone();
-            let items = summary
-                .as_object_mut()
-                .and_then(|o| o.remove("sessions"))
-                .and_then(|v| v.as_array().cloned())
-                .unwrap_or_default();
-            for item in items {
-                serde_json::to_writer(&mut *out, &json!({"type": "session", "data": item}))?;
-                writeln!(out)?;
-            }
-            serde_json::to_writer(&mut *out, &json!({"type": "summary", "data": summary}))?;
-            writeln!(out)
-        }
-        _ => table(out, doc),
-    }
+    super::quarantine::render_document(out, doc, format, table)
 }
 
 fn table(out: &mut dyn Write, doc: &Value) -> std::io::Result<()> {

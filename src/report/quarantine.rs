@@ -10,32 +10,43 @@ use super::Format;
 
 /// Writes the document in `format`.
 pub fn render_quarantine(out: &mut dyn Write, doc: &Value, format: Format) -> std::io::Result<()> {
-    {
-        match format {
-            Format::Ndjson => {
-                let mut summary = doc.clone();
-                let items = summary
-                    .as_object_mut()
-                    .and_then(|o| o.remove("sessions"))
-                    .and_then(|v| v.as_array().cloned())
-                    .unwrap_or_default();
-                for s in items {
-                    serde_json::to_writer(&mut *out, &json!({"type": "session", "data": s}))?;
-                    writeln!(out)?;
-                }
-                serde_json::to_writer(&mut *out, &json!({"type": "summary", "data": summary}))?;
-                writeln!(out)
+    render_document(out, doc, format, render_table)
+}
+
+/// A bundle command's document (quarantine, excise, restore) in `format`: pretty JSON;
+/// NDJSON, one `session` record per session and then a `summary` of the rest; or
+/// `table`.
+pub(super) fn render_document(
+    out: &mut dyn Write,
+    doc: &Value,
+    format: Format,
+    table: fn(&mut dyn Write, &Value) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    match format {
+        Format::Ndjson => {
+            let mut summary = doc.clone();
+            let items = summary
+                .as_object_mut()
+                .and_then(|o| o.remove("sessions"))
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default();
+            for s in items {
+                serde_json::to_writer(&mut *out, &json!({"type": "session", "data": s}))?;
+                writeln!(out)?;
             }
-            Format::Json => {
-                serde_json::to_writer_pretty(&mut *out, doc)?;
-                writeln!(out)
-            }
-            _ => render_table(out, doc),
+            serde_json::to_writer(&mut *out, &json!({"type": "summary", "data": summary}))?;
+            writeln!(out)
         }
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, doc)?;
+            writeln!(out)
+        }
+        _ => table(out, doc),
     }
 }
 
-fn s(v: &Value) -> String {
+/// A value of the document as table text (`-` for null), sanitized.
+pub(super) fn s(v: &Value) -> String {
     match v {
         Value::String(s) => sanitize(s),
         Value::Null => "-".into(),
