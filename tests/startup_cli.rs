@@ -261,3 +261,31 @@ fn a_dropped_table_of_a_version_only_release_is_one_schema_finding() {
         "{schema:?}"
     );
 }
+
+#[test]
+fn finalize_runs_says_start_up_stays_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy("fixtures/stuck-running/runtime.sqlite", &db).unwrap();
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.execute_batch("DROP TABLE tool_journal_events; PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    drop(c);
+    let ws = dir.path().to_str().unwrap();
+    let out = wsledger(&["doctor", "finalize-runs", "--workspace", ws]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("refuses to open this file")
+            && out.stderr.contains("no wsledger repair changes that"),
+        "{}",
+        out.stderr
+    );
+    // A file Maka opens gets no such note.
+    let ok = wsledger(&[
+        "doctor",
+        "finalize-runs",
+        "--workspace",
+        "fixtures/stuck-running",
+    ]);
+    assert!(!ok.stderr.contains("refuses to open"), "{}", ok.stderr);
+}

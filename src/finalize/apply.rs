@@ -53,6 +53,10 @@ pub fn run(
         }
     }
     let before = planning.report;
+    // Finalizing closes runs; it never makes Maka open a file it refuses.
+    if let Some(words) = before.startup.as_ref().and_then(crate::startup::plan_words) {
+        notes.note(&words);
+    }
     let mut footer = Vec::new();
     let deferred = plan
         .plan
