@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
 use crate::replay::source::{
-    export_from_database, replay_bundle, replay_bundle_file, write_bundle,
+    export_from_database, replay_bundle_file, replay_exported, write_bundle,
 };
 use crate::replay::Replay;
 use crate::report::replay::{render_replay, ReplayFormat};
@@ -97,7 +97,7 @@ pub fn run(
             bundle.tables.len()
         ));
     }
-    let r = replay_bundle(&bundle, args.run.as_deref())?;
+    let r = replay_exported(&db, &bundle, args.run.as_deref())?;
     let status = status_of(&r);
     let opts = printer.render_opts();
     render_replay(printer.out(), &r, &db.display().to_string(), format, &opts).map_err(io_err)?;

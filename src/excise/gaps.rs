@@ -86,6 +86,11 @@ impl ExcisedRows {
         out
     }
 
+    /// Reads the excision bundles in the default bundle directory beside `db`.
+    pub fn beside(db: &Path) -> ExcisedRows {
+        ExcisedRows::read_dir(&crate::quarantine::apply::default_out_dir(db))
+    }
+
     fn is_empty(&self) -> bool {
         self.seqs.is_empty() && self.ordinals.is_empty()
     }
@@ -126,12 +131,7 @@ pub fn explain(ws: &Workspace, report: &mut ScanReport) -> Result<(), DbError> {
     {
         return Ok(());
     }
-    let dir = ws
-        .path()
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("wsledger-quarantine");
-    let rows = ExcisedRows::read_dir(&dir);
+    let rows = ExcisedRows::beside(ws.path());
     if rows.is_empty() {
         return Ok(());
     }

@@ -85,6 +85,10 @@ pub struct SessionRows {
     pub operations: Vec<OperationRow>,
     /// `tool_journal_events` rows of those operations, by `journal_seq`.
     pub journal: Vec<JournalRow>,
+    /// (invocation id, event_seq) of events an excision removed → the bundle holding
+    /// each: read from the excision bundles beside the database, so that the gaps they
+    /// leave are notes, not divergences. Empty for a bundle file.
+    pub excised_seqs: std::collections::BTreeMap<(String, i64), String>,
 }
 
 /// Why a bundle cannot be replayed.
@@ -343,6 +347,7 @@ impl SessionRows {
             messages,
             operations,
             journal,
+            excised_seqs: Default::default(),
         })
     }
 

@@ -86,6 +86,7 @@ pub const NOTE_CODES: &[(&str, &str)] = &[
     ("run_not_inline", "the run is not session-inline (a child run); Maka's session view leaves it out"),
     ("tool_operation_legacy", "a tool_operations row without dispatch_event_id: a pre-authority legacy row Maka leaves alone"),
     ("continuation_source_elsewhere", "a continuation claim targets this session but its source run is in another session"),
+    ("event_seq_gap_excised", "an event_seq gap left by `doctor excise`: every event it skips is in an excision bundle beside the database, so it is not damage"),
     ("transcript_in_files", "the workspace was written by Maka v0.1.2 or v0.1.3, which keep the session's transcript as a file (`sessions/<id>/session.jsonl` beside the database), not in session_messages: it is not compared"),
 ];
 
@@ -484,6 +485,35 @@ fn lossy(s: &crate::json::JsStr) -> String {
     s.to_string_lossy()
 }
 
+/// What a gap is when every event_seq it skips is in an excision bundle: the note's
+/// message; `None` when any one is not (then it is damage, a divergence).
+fn excised_gap(
+    excised: &std::collections::BTreeMap<(String, i64), String>,
+    gap: &walk::SeqGap,
+) -> Option<String> {
+    let missing = gap.missing.clone();
+    // A range longer than the bundles' rows cannot be covered by them.
+    if missing.is_empty() || (missing.end - missing.start) as u128 > excised.len() as u128 {
+        return None;
+    }
+    let mut bundles = std::collections::BTreeSet::new();
+    for seq in missing.clone() {
+        bundles.insert(excised.get(&(gap.invocation_id.clone(), seq))?.as_str());
+    }
+    let seqs: Vec<String> = missing.map(|s| s.to_string()).collect();
+    let (verb, them) = if seqs.len() == 1 {
+        ("was", "it")
+    } else {
+        ("were", "them")
+    };
+    Some(format!(
+        "invocation `{}`: event_seq {} {verb} excised into {} (`wsledger doctor restore` puts {them} back)",
+        gap.invocation_id,
+        seqs.join(", "),
+        bundles.into_iter().collect::<Vec<_>>().join(", ")
+    ))
+}
+
 /// Replays one session.
 pub fn replay(rows: &SessionRows) -> Replay {
     // 1. Walk the session's rows as the scan does: decode, scanner, per-run facts.
@@ -658,7 +688,21 @@ pub fn replay(rows: &SessionRows) -> Replay {
             &mut session_divergences,
         );
     }
-    for f in &parts.seq_findings {
+    for g in &parts.seq_gaps {
+        let f = &g.finding;
+        if let Some(message) = excised_gap(&rows.excised_seqs, g) {
+            let mut n = Note::new("event_seq_gap_excised", message);
+            n.run_id = f.run_id.clone();
+            n.event_id = f.event_id.clone();
+            match out_runs
+                .iter_mut()
+                .find(|r| Some(&r.run_id) == f.run_id.as_ref())
+            {
+                Some(run) => run.notes.push(n),
+                None => session_notes.push(n),
+            }
+            continue;
+        }
         let mut d = Divergence::new("event_seq_gap", f.message.clone());
         d.run_id = f.run_id.clone();
         d.event_id = f.event_id.clone();

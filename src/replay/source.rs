@@ -44,12 +44,33 @@ pub fn export_from_database(db: &Path, session: &str) -> Result<Bundle, UserErro
 
 /// Replays a bundle, keeping only `run` when one is named.
 pub fn replay_bundle(bundle: &Bundle, run: Option<&str>) -> Result<Replay, UserError> {
-    let rows = SessionRows::from_bundle(bundle).map_err(|e| {
+    replay_rows(rows_of(bundle)?, bundle, run)
+}
+
+/// Replays a session exported from the database `db` (by [`export_from_database`]):
+/// an `event_seq` gap whose every missing event is in an excision bundle beside the
+/// database is a note, not a divergence.
+pub fn replay_exported(db: &Path, bundle: &Bundle, run: Option<&str>) -> Result<Replay, UserError> {
+    let mut rows = rows_of(bundle)?;
+    let excised = crate::excise::gaps::ExcisedRows::beside(db);
+    rows.excised_seqs = excised
+        .seqs
+        .into_iter()
+        .filter_map(|(key, paths)| Some((key, paths.into_iter().next()?)))
+        .collect();
+    replay_rows(rows, bundle, run)
+}
+
+fn rows_of(bundle: &Bundle) -> Result<SessionRows, UserError> {
+    SessionRows::from_bundle(bundle).map_err(|e| {
         UserError::new(
             e.to_string(),
             "a session bundle is written by `wsledger replay --session ID --export FILE`",
         )
-    })?;
+    })
+}
+
+fn replay_rows(rows: SessionRows, bundle: &Bundle, run: Option<&str>) -> Result<Replay, UserError> {
     let mut r = replay(&rows);
     let s = &bundle.schema;
     let writer = crate::release::generation_by_versions(

@@ -14,9 +14,17 @@ pub struct WalkParts {
     pub scan: ToolLedgerScan,
     pub runs: HashMap<(String, String), RunAcc>,
     pub decode_failures: Vec<DecodeFailure>,
-    pub seq_findings: Vec<Finding>,
+    pub seq_gaps: Vec<SeqGap>,
     /// `committed_at` of every tool-bearing row, for the projection rebuild.
     pub tool_commits: crate::fast_hash::HashMap<String, i64>,
+}
+
+/// An `event_seq` that is not the one expected in its invocation.
+pub struct SeqGap {
+    pub finding: Finding,
+    pub invocation_id: String,
+    /// The values skipped (empty when the seq went backwards or repeated).
+    pub missing: std::ops::Range<i64>,
 }
 
 /// Walks `rows` (in `invocation_id, event_seq, event_id` order).
@@ -27,7 +35,7 @@ pub fn walk(rows: &[EventRow]) -> WalkParts {
         scan: ToolLedgerScan::default(),
         runs: HashMap::new(),
         decode_failures: Vec::new(),
-        seq_findings: Vec::new(),
+        seq_gaps: Vec::new(),
         tool_commits: Default::default(),
     };
     let mut current: Option<&str> = None;
@@ -38,18 +46,21 @@ pub fn walk(rows: &[EventRow]) -> WalkParts {
             expected = 1;
         }
         if row.event_seq != expected {
-            parts.seq_findings.push(
-                Finding::new(
-                    "event_seq_gap",
-                    format!(
-                        "invocation `{}`: event_seq {} where {expected} was expected",
-                        row.invocation_id, row.event_seq
-                    ),
-                )
-                .session(&row.session_id)
-                .run(&row.run_id)
-                .event(&row.event_id),
-            );
+            let finding = Finding::new(
+                "event_seq_gap",
+                format!(
+                    "invocation `{}`: event_seq {} where {expected} was expected",
+                    row.invocation_id, row.event_seq
+                ),
+            )
+            .session(&row.session_id)
+            .run(&row.run_id)
+            .event(&row.event_id);
+            parts.seq_gaps.push(SeqGap {
+                finding,
+                invocation_id: row.invocation_id.clone(),
+                missing: expected..row.event_seq.max(expected),
+            });
         }
         expected = row.event_seq.saturating_add(1);
         let decoded = decode_row(row);
