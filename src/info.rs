@@ -1,5 +1,5 @@
 //! `wsledger info`: where the workspace is, what schema it has, how big it is, whether
-//! Maka holds it, and what Maka's gate does with it.
+//! Maka holds it, whether Maka would open it, and what Maka's gate does with it.
 
 use std::path::Path;
 
@@ -7,7 +7,7 @@ use crate::db::{DbError, Workspace};
 use crate::scan::pipeline::{scan_workspace, ScanOptions};
 
 /// `wsledger info`: where the workspace is, what schema it has, how big it is,
-/// whether Maka holds it, and what Maka's gate does with it.
+/// whether Maka holds it, whether Maka would open it, and what Maka's gate does with it.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct InfoReport {
     pub schema_version: u32,
@@ -36,6 +36,9 @@ pub struct InfoReport {
     pub open_by_pid: Option<u32>,
     pub open_error: Option<String>,
     pub maka_gate: crate::scan::MakaGate,
+    /// Whether the writing release opens the file and its strict start-up recovery
+    /// completes: the `startup` object of `doctor scan`.
+    pub startup: Option<crate::startup::Startup>,
     pub findings: usize,
 }
 
@@ -82,6 +85,7 @@ pub fn workspace_info(
         open_by_pid: open_by.as_ref().ok().and_then(|o| o.as_ref()?.pid),
         open_error: open_by.as_ref().err().cloned(),
         maka_gate: report.maka_gate.clone(),
+        startup: report.startup.clone(),
         findings: report.summary.findings,
     })
 }

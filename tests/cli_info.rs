@@ -52,3 +52,31 @@ fn info_reports_counts_gate_and_lock_state() {
     let doc = info(&ws, control.path());
     assert_eq!(doc["owner_lock"], "free");
 }
+
+#[test]
+fn info_says_whether_maka_opens_the_file() {
+    let (_tmp, ws) = copy_fixture("healthy");
+    let control = tempfile::tempdir().unwrap();
+    let doc = info(&ws, control.path());
+    assert_eq!(doc["startup"]["opens"], true, "{doc}");
+    assert_eq!(doc["startup"]["strict_recovery"]["blocked"], false);
+
+    // A schema newer than any release: Maka refuses to open it.
+    let c = rusqlite::Connection::open(ws.join("runtime.sqlite")).unwrap();
+    c.pragma_update(None, "user_version", 99).unwrap();
+    drop(c);
+    let doc = info(&ws, control.path());
+    assert_eq!(doc["startup"]["opens"], false, "{doc}");
+    assert_eq!(doc["startup"]["refusal"]["reason"], "schema_newer");
+    let table = common::wsledger(&["info", "-w", ws.to_str().unwrap()]);
+    assert_eq!(table.status, 0, "{}", table.stderr);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.contains("start-up"))
+        .unwrap();
+    assert!(
+        row.contains("REFUSED") && row.contains("schema_newer"),
+        "{row}"
+    );
+}

@@ -6,7 +6,8 @@ use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
 use crate::info::workspace_info;
 
 /// Show the workspace: database path, schema versions, counts, WAL size, whether
-/// Maka's owner lock is held, whether another process has the database open, and
+/// Maka's owner lock is held, whether another process has the database open, whether
+/// the release that wrote it would open it (`doctor scan`'s start-up verdict), and
 /// Maka's tool-ledger gate state
 ///
 /// Read-only; the locks are probed, never taken, and nothing is created.

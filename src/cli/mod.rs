@@ -132,7 +132,7 @@ pub enum Command {
     /// Print a shell completion script
     Completions(completions::CompletionsArgs),
     /// Show the workspace: schema, counts, WAL, Maka's owner lock, who else has it open,
-    /// and Maka's gate
+    /// whether Maka would open it, and Maka's gate
     Info(info::InfoArgs),
     /// Replay a session from its event log and show where the projections diverge
     Replay(replay::ReplayArgs),

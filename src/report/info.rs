@@ -69,6 +69,12 @@ pub fn render_info_table(out: &mut dyn Write, info: &InfoReport) -> std::io::Res
                 ),
             },
         ),
+        (
+            "start-up",
+            info.startup
+                .as_ref()
+                .map_or("not judged".into(), |s| sanitize(&s.verdict())),
+        ),
         ("maka gate", gate),
         (
             "findings",

@@ -174,13 +174,18 @@ impl Startup {
 
     /// The one line the table output prints before the findings.
     pub fn line(&self) -> String {
+        format!("start-up: {}", self.verdict())
+    }
+
+    /// The verdict in words: `ok: …`, `BLOCKED: …` or `REFUSED: …`.
+    pub fn verdict(&self) -> String {
         match &self.not_modelled {
-            Some(n) => format!("{} (not modelled: {n})", self.verdict_line()),
-            None => self.verdict_line(),
+            Some(n) => format!("{} (not modelled: {n})", self.verdict_words()),
+            None => self.verdict_words(),
         }
     }
 
-    fn verdict_line(&self) -> String {
+    fn verdict_words(&self) -> String {
         let who = if self.release == "main" {
             "a Maka main-branch build".to_owned()
         } else {
@@ -188,7 +193,7 @@ impl Startup {
         };
         if let Some(r) = &self.refusal {
             return format!(
-                "start-up: REFUSED: {who} does not open this file ({}, store {}): \"{}\"",
+                "REFUSED: {who} does not open this file ({}, store {}): \"{}\"",
                 r.reason, r.store, r.maka_message
             );
         }
@@ -199,12 +204,12 @@ impl Startup {
         };
         if self.strict_recovery.blocked {
             format!(
-                "start-up: BLOCKED: {who} {how}, then its strict start-up recovery stops on {} \
+                "BLOCKED: {who} {how}, then its strict start-up recovery stops on {} \
                  run(s) or session(s)",
                 self.strict_recovery.blockers.len()
             )
         } else {
-            format!("start-up: ok: {who} {how} and its strict start-up recovery completes")
+            format!("ok: {who} {how} and its strict start-up recovery completes")
         }
     }
 }
