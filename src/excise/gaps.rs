@@ -113,7 +113,17 @@ fn explaining(
     Some(paths.into_iter().collect())
 }
 
-fn list(values: &[i64]) -> String {
+/// "was" or "were", for a list of values.
+pub(crate) fn were(values: &[i64]) -> &'static str {
+    if values.len() == 1 {
+        "was"
+    } else {
+        "were"
+    }
+}
+
+/// The values, comma-separated.
+pub(crate) fn list(values: &[i64]) -> String {
     values
         .iter()
         .map(ToString::to_string)
@@ -143,8 +153,9 @@ pub fn explain(ws: &Workspace, report: &mut ScanReport) -> Result<(), DbError> {
                     Finding::new(
                         "event_seq_gap_excised",
                         format!(
-                            "invocation `{inv}`: event_seq {} were excised into {}",
+                            "invocation `{inv}`: event_seq {} {} excised into {}",
                             list(&missing),
+                            were(&missing),
                             b.join(", ")
                         ),
                     )
@@ -156,8 +167,14 @@ pub fn explain(ws: &Workspace, report: &mut ScanReport) -> Result<(), DbError> {
                     Finding::new(
                         "ordinal_gap_excised",
                         format!(
-                            "ordinals {} were excised into {}",
+                            "{} {} {} excised into {}",
+                            if missing.len() == 1 {
+                                "ordinal"
+                            } else {
+                                "ordinals"
+                            },
                             list(&missing),
+                            were(&missing),
                             b.join(", ")
                         ),
                     )

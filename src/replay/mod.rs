@@ -500,16 +500,13 @@ fn excised_gap(
     for seq in missing.clone() {
         bundles.insert(excised.get(&(gap.invocation_id.clone(), seq))?.as_str());
     }
-    let seqs: Vec<String> = missing.map(|s| s.to_string()).collect();
-    let (verb, them) = if seqs.len() == 1 {
-        ("was", "it")
-    } else {
-        ("were", "them")
-    };
+    let seqs: Vec<i64> = missing.collect();
+    let them = if seqs.len() == 1 { "it" } else { "them" };
     Some(format!(
-        "invocation `{}`: event_seq {} {verb} excised into {} (`wsledger doctor restore` puts {them} back)",
+        "invocation `{}`: event_seq {} {} excised into {} (`wsledger doctor restore` puts {them} back)",
         gap.invocation_id,
-        seqs.join(", "),
+        crate::excise::gaps::list(&seqs),
+        crate::excise::gaps::were(&seqs),
         bundles.into_iter().collect::<Vec<_>>().join(", ")
     ))
 }
