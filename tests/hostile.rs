@@ -616,6 +616,7 @@ corpus_tests!(
     missing_operations_table,
     missing_run_events_table,
     missing_index,
+    missing_capabilities_table,
     missing_run_headers_table,
     extra_column,
     extra_index,

@@ -338,6 +338,19 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
                 return false;
             }
         }
+        // The registry or capability table whose absence is the refusal: the schema
+        // check's "`<table>` is missing" says it again.
+        if matches!(
+            f.code,
+            "schema_registry_mismatch" | "schema_capability_mismatch"
+        ) && r
+            .object
+            .as_deref()
+            .and_then(|o| o.strip_prefix("table:"))
+            .is_some_and(|t| f.message.starts_with(&format!("`{t}` is missing")))
+        {
+            return false;
+        }
         // A newer build refusing for the same check and object says it again.
         if f.code == "upgrade_migration_refused"
             && !r.reason.is_empty()
