@@ -2,6 +2,7 @@
 
 use clap::Args;
 
+use super::write_args::NoBackup;
 use super::{CliError, ExitStatus, GlobalArgs, Printer};
 use crate::finalize::apply::Mode;
 use crate::finalize::{Plan, PlanOptions};
@@ -41,9 +42,8 @@ pub struct FinalizeArgs {
     /// Never write; exit 1 when the plan is not empty or a stuck run is left out of it
     #[arg(long)]
     pub check: bool,
-    /// With --apply: do not back the database up first
-    #[arg(long)]
-    pub no_backup: bool,
+    #[command(flatten)]
+    pub backup: NoBackup,
     /// Also write what Maka's start-up writes after the event: the run header, the
     /// `run_failed` run event, the `turn_state` record and the session status
     #[arg(long)]
@@ -94,13 +94,14 @@ fn render(
     footer: &[String],
 ) -> Result<(), CliError> {
     let opts = printer.render_opts();
-    match render_plan(printer.out(), plan, shown, format, &opts, footer) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
-            format!("writing output: {e}"),
-            "check that stdout is writable",
-        )),
-        _ => Ok(()),
-    }
+    super::output(render_plan(
+        printer.out(),
+        plan,
+        shown,
+        format,
+        &opts,
+        footer,
+    ))
 }
 
 pub fn run(
@@ -121,7 +122,7 @@ pub fn run(
     let mode = match (args.check, args.apply) {
         (true, _) => Mode::Check,
         (false, true) => Mode::Apply {
-            backup: !args.no_backup,
+            backup: !args.backup.no_backup,
         },
         (false, false) => Mode::DryRun,
     };

@@ -8,33 +8,21 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Map, Value};
 
 use super::{bundle_file_name, plan_on, ExcisePlan, SessionPlan};
-use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
+use crate::apply::{apply, basis_refusal, note_dry_run, Step, Target, WritingCommand};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::excise::Excision;
 use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
-use crate::quarantine::apply::bundle_dir_for;
-use crate::quarantine::document::state;
-use crate::quarantine::files::{check_out_dir, make_out_dir, write_durably, MadeDirs};
+use crate::quarantine::apply::{bundle_dir_for, BundleTarget};
+use crate::quarantine::document::{record_apply, state};
+use crate::quarantine::files::{check_out_dir, make_out_dir, write_bundle, MadeDirs, Written};
 use crate::release::repair_basis::WriteBasis;
 use crate::scan::{scan_workspace, ScanOptions, ScanReport};
 
-/// What `doctor excise` is asked to do.
-#[derive(Clone, Debug, Default)]
-pub struct Request {
-    /// Limit the excision to these sessions (empty: every damaged one).
-    pub sessions: Vec<String>,
-    /// `--out` (default: `wsledger-quarantine` beside the database).
-    pub out: Option<PathBuf>,
-    /// Remove the events (`--apply`); otherwise only the plan is shown.
-    pub apply: bool,
-    /// Back the database up first (not with `--no-backup`).
-    pub backup: bool,
-    /// Milliseconds since the epoch.
-    pub now: i64,
-}
+/// What `doctor excise` is asked to do (as `doctor quarantine` is).
+pub use crate::quarantine::apply::Request;
 
 /// Everything the plan is made from, at one snapshot.
 struct Read {
@@ -78,8 +66,8 @@ pub fn session_json(p: &SessionPlan, bundle: Option<&Path>) -> Value {
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
-    let now = req.now;
-    let out_dir = bundle_dir_for(db, &req.sessions, req.out.as_deref(), "excised")?;
+    let now = req.write.now;
+    let out_dir = bundle_dir_for(db, &req.sessions, req.write.out.as_deref(), "excised")?;
     let Read {
         report,
         archived,
@@ -126,29 +114,26 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
         "notes": [],
     });
     let chosen: Vec<&SessionPlan> = plan.excised().collect();
-    if !req.apply || chosen.is_empty() {
+    if !req.write.apply || chosen.is_empty() {
         if !chosen.is_empty() {
-            match &basis {
-                Err(why) => notes.note(&format!(
-                    "dry run: nothing was written; --apply would refuse this file: {}",
-                    why.join("; ")
-                )),
-                Ok(_) => {
-                    notes.note("dry run: nothing was written; run again with --apply to excise")
-                }
-            }
+            note_dry_run(notes, basis_refusal(&basis).as_deref(), "excise");
         }
         return Ok(doc);
     }
 
     // --apply.
     let refusal = basis_refusal(&basis);
-    let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
-    let mut write = ExciseWrite::new(chosen, &out_dir, &schema, &shown, now, &basis);
+    let target = Target::new(
+        db,
+        binding.as_deref(),
+        refusal.as_deref(),
+        req.write.backup,
+        now,
+    );
+    let bundles = BundleTarget::new(&out_dir, &schema, &shown, now, &basis);
+    let mut write = ExciseWrite::new(chosen, bundles);
     let applied = apply(&target, &mut write, notes)?;
-    doc["backup"] = json!(applied.backup);
-    doc["applied"] = Value::Bool(true);
-    doc["after"] = state(&applied.after, &applied.archived_after);
+    record_apply(&mut doc, &applied);
     Ok(doc)
 }
 
@@ -157,39 +142,26 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
 /// and the events deleted in one transaction.
 pub struct ExciseWrite<'a> {
     pub chosen: Vec<&'a SessionPlan>,
-    pub out_dir: &'a Path,
+    pub bundles: BundleTarget<'a>,
     /// Each chosen session's bundle.
     pub paths: Vec<PathBuf>,
-    schema: &'a SchemaInfo,
-    /// The database as the bundles name it.
-    shown: &'a str,
-    now: i64,
-    /// The release whose schema the rows are taken from.
-    release: Option<Value>,
 }
 
 impl<'a> ExciseWrite<'a> {
-    pub fn new(
-        chosen: Vec<&'a SessionPlan>,
-        out_dir: &'a Path,
-        schema: &'a SchemaInfo,
-        shown: &'a str,
-        now: i64,
-        basis: &Result<WriteBasis, Vec<String>>,
-    ) -> ExciseWrite<'a> {
-        let stamp = crate::db::backup::utc_stamp(now);
+    pub fn new(chosen: Vec<&'a SessionPlan>, bundles: BundleTarget<'a>) -> ExciseWrite<'a> {
+        let stamp = crate::db::backup::utc_stamp(bundles.now());
         let paths = chosen
             .iter()
-            .map(|p| out_dir.join(bundle_file_name(&p.session_id, &stamp)))
+            .map(|p| {
+                bundles
+                    .out_dir
+                    .join(bundle_file_name(&p.session_id, &stamp))
+            })
             .collect();
         ExciseWrite {
             chosen,
-            out_dir,
+            bundles,
             paths,
-            schema,
-            shown,
-            now,
-            release: basis.as_ref().ok().map(WriteBasis::to_json),
         }
     }
 }
@@ -205,13 +177,13 @@ impl WritingCommand for ExciseWrite<'_> {
     type Written = ();
 
     fn check(&mut self) -> Result<(), UserError> {
-        check_out_dir(self.out_dir)
+        check_out_dir(self.bundles.out_dir)
     }
 
     fn stage(&mut self, writer: &Writer) -> Result<Staged, UserError> {
         let fresh = read_again(writer, &self.chosen)?;
         // The bundle directory only under the lock; removed again on a refusal.
-        let made = make_out_dir(self.out_dir)?;
+        let made = make_out_dir(self.bundles.out_dir)?;
         Ok(Staged { fresh, made })
     }
 
@@ -222,7 +194,7 @@ impl WritingCommand for ExciseWrite<'_> {
             "excised {} event(s) from {} session(s); bundles in {}",
             self.chosen.iter().map(|p| p.targets.len()).sum::<usize>(),
             self.chosen.len(),
-            self.out_dir.display()
+            self.bundles.out_dir.display()
         ));
         Ok(())
     }
@@ -256,20 +228,10 @@ impl ExciseWrite<'_> {
     /// every excision in one transaction. A failure before the commit removes the
     /// bundles written so far.
     fn write_excision(&self, writer: &Writer, fresh: &[Excision]) -> Result<(), UserError> {
-        let mut written: Vec<PathBuf> = Vec::new();
-        let cleanup = |written: &[PathBuf]| {
-            for p in written {
-                let _ = std::fs::remove_file(p);
-            }
-        };
+        let mut written = Written::default();
         for ((p, x), path) in self.chosen.iter().zip(fresh).zip(&self.paths) {
-            let mut meta = Map::new();
-            meta.insert("tool".into(), json!("wsledger doctor excise"));
-            meta.insert("excised_at_ms".into(), json!(self.now));
-            meta.insert("database".into(), json!(self.shown));
-            if let Some(r) = &self.release {
-                meta.insert("release".into(), r.clone());
-            }
+            let mut meta = self.bundles.meta("wsledger doctor excise", "excised_at_ms");
+            self.bundles.add_release(&mut meta);
             meta.insert(
                 "events".into(),
                 json!(p
@@ -285,33 +247,16 @@ impl ExciseWrite<'_> {
             meta.insert("rowids".into(), json!(x.rowids));
             let bundle = Bundle {
                 session_id: x.session_id.clone(),
-                schema: self.schema.clone(),
+                schema: self.bundles.schema().clone(),
                 tables: x.tables.clone(),
                 quarantine: None,
                 kind: Some("excise".into()),
                 excise: Some(Value::Object(meta)),
             };
-            if let Err(e) = write_durably(path, &bundle.to_json_text()) {
-                cleanup(&written);
-                return Err(e);
-            }
-            written.push(path.clone());
-            let back = std::fs::read_to_string(path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| Bundle::from_json_text(&t).map_err(|e| e.to_string()));
-            if !matches!(&back, Ok(b) if *b == bundle) {
-                cleanup(&written);
-                return Err(UserError::new(
-                    format!(
-                        "bundle `{}` does not read back as written; nothing was excised",
-                        path.display()
-                    ),
-                    "check the disk and the --out directory",
-                ));
-            }
+            write_bundle(path, &bundle, &mut written, "nothing was excised", false)?;
         }
         if let Err(e) = writer.excise(fresh) {
-            cleanup(&written);
+            written.remove();
             return Err(werr(e));
         }
         Ok(())

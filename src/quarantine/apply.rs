@@ -7,13 +7,15 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use super::document::{folder_json, rows_json, state};
+use super::document::{folder_json, record_apply, rows_json, state};
 use super::files::{
     check_out_dir, folder_copy_name, io_err, make_out_dir, refuse_out_in_sessions, session_folder,
-    write_durably, Folder, MadeDirs,
+    write_bundle, Folder, MadeDirs, Written,
 };
 use super::{bundle_file_name, damaged_sessions, Reason};
-use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
+use crate::apply::{
+    apply, basis_refusal, note_dry_run, Step, Target, WriteOptions, WritingCommand,
+};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::files;
 use crate::db::quarantine::Deletion;
@@ -25,18 +27,14 @@ use crate::release::repair_basis::WriteBasis;
 use crate::scan::WORKSPACE_AUTHORITY_SESSION;
 use crate::scan::{scan_workspace, scan_workspace_without, ScanOptions, ScanReport};
 
-/// What `doctor quarantine` is asked to do.
+/// What a command that writes bundles (`doctor quarantine`, `doctor excise`) is asked
+/// to do.
+#[derive(Clone, Debug, Default)]
 pub struct Request {
-    /// The sessions named with `--session` (none: the damaged ones).
+    /// The sessions named with `--session`: quarantine moves exactly these, excise
+    /// excises only in these (none: every damaged one).
     pub sessions: Vec<String>,
-    /// `--out` (default: `wsledger-quarantine` beside the database).
-    pub out: Option<PathBuf>,
-    /// Move the sessions (`--apply`); otherwise only the plan is shown.
-    pub apply: bool,
-    /// Back the database up first (not with `--no-backup`).
-    pub backup: bool,
-    /// Milliseconds since the epoch.
-    pub now: i64,
+    pub write: WriteOptions,
 }
 
 /// The default bundle directory: `wsledger-quarantine` beside the database.
@@ -157,8 +155,8 @@ fn read_quarantine(
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
-    let now = req.now;
-    let out_dir = bundle_dir_for(db, &req.sessions, req.out.as_deref(), "quarantined")?;
+    let now = req.write.now;
+    let out_dir = bundle_dir_for(db, &req.sessions, req.write.out.as_deref(), "quarantined")?;
     // Everything the plan is made from, at one snapshot.
     let QuarantineRead {
         report,
@@ -221,17 +219,9 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
         .filter(|d| !d.blockers.is_empty())
         .map(|d| d.session_id.clone())
         .collect();
-    if !req.apply || targets.is_empty() {
-        if !req.apply && !targets.is_empty() {
-            match &basis {
-                Err(why) => notes.note(&format!(
-                    "dry run: nothing was written; --apply would refuse this file: {}",
-                    why.join("; ")
-                )),
-                Ok(_) => {
-                    notes.note("dry run: nothing was written; run again with --apply to quarantine")
-                }
-            }
+    if !req.write.apply || targets.is_empty() {
+        if !req.write.apply && !targets.is_empty() {
+            note_dry_run(notes, basis_refusal(&basis).as_deref(), "quarantine");
         }
         return Ok(doc);
     }
@@ -252,14 +242,22 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
 
     // --apply.
     let refusal = basis_refusal(&basis);
-    let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
-    let mut write = QuarantineWrite::new(&targets, &out_dir, &schema, &shown, now, &basis);
+    let target = Target::new(
+        db,
+        binding.as_deref(),
+        refusal.as_deref(),
+        req.write.backup,
+        now,
+    );
+    let bundles = BundleTarget::new(&out_dir, &schema, &shown, now, &basis);
+    let mut write = QuarantineWrite {
+        targets: &targets,
+        bundles,
+    };
     let applied = apply(&target, &mut write, notes)?;
+    record_apply(&mut doc, &applied);
     let (moved, written_notes) = applied.written;
-    doc["backup"] = json!(applied.backup);
     doc["notes"] = json!(written_notes);
-    doc["applied"] = Value::Bool(true);
-    doc["after"] = state(&applied.after, &applied.archived_after);
     notes.note(&format!(
         "quarantined {moved} session(s); bundles in {}",
         out_dir.display()
@@ -267,38 +265,67 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
     Ok(doc)
 }
 
-/// A quarantine's part of an apply: the bundle directory checked (before the lock)
-/// and made (under it), the sessions read again, then [`write_quarantine`].
-pub struct QuarantineWrite<'a> {
-    pub targets: &'a BTreeMap<String, Vec<Reason>>,
+/// Where a command's bundles go, and what each records besides its rows: the schema
+/// they are taken in, the database as the bundles name it, the time, and the release
+/// whose schema that is (a restore refuses a workspace of another generation).
+pub struct BundleTarget<'a> {
     pub out_dir: &'a Path,
     schema: &'a SchemaInfo,
-    /// The database as the bundles name it.
     shown: &'a str,
     now: i64,
-    /// The release whose schema the rows are taken from.
     release: Option<Value>,
 }
 
-impl<'a> QuarantineWrite<'a> {
+impl<'a> BundleTarget<'a> {
     pub fn new(
-        targets: &'a BTreeMap<String, Vec<Reason>>,
         out_dir: &'a Path,
         schema: &'a SchemaInfo,
         shown: &'a str,
         now: i64,
         basis: &Result<WriteBasis, Vec<String>>,
-    ) -> QuarantineWrite<'a> {
-        let release = basis.as_ref().ok().map(|b| b.to_json());
-        QuarantineWrite {
-            targets,
+    ) -> BundleTarget<'a> {
+        BundleTarget {
             out_dir,
             schema,
             shown,
             now,
-            release,
+            release: basis.as_ref().ok().map(WriteBasis::to_json),
         }
     }
+
+    /// The time the bundles record (milliseconds since the epoch).
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// The schema the rows are taken in.
+    pub fn schema(&self) -> &SchemaInfo {
+        self.schema
+    }
+
+    /// The start of a bundle's record of itself: the tool, when (under `at`), and
+    /// the database.
+    pub fn meta(&self, tool: &str, at: &str) -> Map<String, Value> {
+        let mut meta = Map::new();
+        meta.insert("tool".into(), json!(tool));
+        meta.insert(at.into(), json!(self.now));
+        meta.insert("database".into(), json!(self.shown));
+        meta
+    }
+
+    /// The release whose schema the rows are taken in, into `meta` (when known).
+    pub fn add_release(&self, meta: &mut Map<String, Value>) {
+        if let Some(r) = &self.release {
+            meta.insert("release".into(), r.clone());
+        }
+    }
+}
+
+/// A quarantine's part of an apply: the bundle directory checked (before the lock)
+/// and made (under it), the sessions read again, then [`write_quarantine`].
+pub struct QuarantineWrite<'a> {
+    pub targets: &'a BTreeMap<String, Vec<Reason>>,
+    pub bundles: BundleTarget<'a>,
 }
 
 /// What a quarantine reads again and makes under the lock.
@@ -315,13 +342,13 @@ impl WritingCommand for QuarantineWrite<'_> {
     type Written = (usize, Vec<String>);
 
     fn check(&mut self) -> Result<(), UserError> {
-        check_out_dir(self.out_dir)
+        check_out_dir(self.bundles.out_dir)
     }
 
     fn stage(&mut self, writer: &Writer) -> Result<Staged, UserError> {
         let (fresh, generation, folders) = read_targets(writer, self.targets)?;
         // The bundle directory only under the lock; removed again on a refusal.
-        let made = make_out_dir(self.out_dir)?;
+        let made = make_out_dir(self.bundles.out_dir)?;
         Ok(Staged {
             fresh,
             generation,
@@ -337,28 +364,13 @@ impl WritingCommand for QuarantineWrite<'_> {
             &staged.fresh,
             &staged.folders,
             staged.generation,
-            self.out_dir,
-            self.schema,
-            self.shown,
-            self.now,
-            self.release.as_ref(),
+            &self.bundles,
         )?;
         staged.made.keep();
         for n in &written_notes {
             step.notes.warn(n);
         }
         Ok((moved, written_notes))
-    }
-}
-
-fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bundle {
-    Bundle {
-        session_id: d.session_id.clone(),
-        schema: schema.clone(),
-        tables: d.tables.clone(),
-        quarantine: Some(Value::Object(meta)),
-        kind: Some("quarantine".into()),
-        excise: None,
     }
 }
 
@@ -401,46 +413,25 @@ pub fn read_targets(
 /// `sessions/` (a folder without a session row is refused unless tombstoned): until
 /// the commit the folder and its row are both there; after it the folder is
 /// tombstoned, so one left behind by a crash is accepted (and still in the bundle).
-#[allow(clippy::too_many_arguments)]
 pub fn write_quarantine(
     writer: &Writer,
     targets: &BTreeMap<String, Vec<Reason>>,
     fresh: &[Deletion],
     folders: &[Folder],
     generation: Option<i64>,
-    out_dir: &Path,
-    schema: &SchemaInfo,
-    shown: &str,
-    now: i64,
-    release: Option<&Value>,
+    bundles: &BundleTarget<'_>,
 ) -> Result<(usize, Vec<String>), UserError> {
     let werr = |e: crate::db::write::WriteError| UserError::new(e.to_string(), e.hint());
     let db = writer.path().to_path_buf();
+    let out_dir = bundles.out_dir;
     let removed_meta = fresh.iter().filter(|d| d.has_metadata()).count() as i64;
     let all: Vec<Value> = targets.keys().map(|s| Value::from(s.clone())).collect();
-    // Bundles and folder copies written so far (removed again on a failure).
-    let mut written: Vec<PathBuf> = Vec::new();
-    let cleanup = |written: &[PathBuf]| {
-        for p in written {
-            let _ = if p.is_dir() {
-                std::fs::remove_dir_all(p)
-            } else {
-                std::fs::remove_file(p)
-            };
-        }
-    };
+    let mut written = Written::default();
     for (((s, reasons), d), folder) in targets.iter().zip(fresh).zip(folders) {
-        let mut meta = Map::new();
-        meta.insert("tool".into(), json!("wsledger doctor quarantine"));
-        meta.insert("quarantined_at_ms".into(), json!(now));
-        meta.insert("database".into(), json!(shown));
+        let mut meta = bundles.meta("wsledger doctor quarantine", "quarantined_at_ms");
         meta.insert("sessions".into(), Value::Array(all.clone()));
         meta.insert("reasons".into(), json!(reasons));
-        if let Some(r) = release {
-            // The release whose schema the rows were taken from; restore refuses a
-            // workspace of another generation.
-            meta.insert("release".into(), r.clone());
-        }
+        bundles.add_release(&mut meta);
         meta.insert("rowids".into(), json!(d.rowids));
         meta.insert("tombstone_added".into(), json!(d.tombstone.is_none()));
         meta.insert(
@@ -465,7 +456,7 @@ pub fn write_quarantine(
                 )
             })();
             if let Err(e) = copied {
-                cleanup(&written);
+                written.remove();
                 return Err(io_err("copy the session folder into", &copy, &e));
             }
             written.push(copy);
@@ -478,43 +469,19 @@ pub fn write_quarantine(
                 }),
             );
         }
-        let bundle = bundle_of(d, schema, meta);
+        let bundle = Bundle {
+            session_id: d.session_id.clone(),
+            schema: bundles.schema.clone(),
+            tables: d.tables.clone(),
+            quarantine: Some(Value::Object(meta)),
+            kind: Some("quarantine".into()),
+            excise: None,
+        };
         let path = out_dir.join(bundle_file_name(s));
-        if let Err(e) = write_durably(&path, &bundle.to_json_text()) {
-            cleanup(&written);
-            return Err(e);
-        }
-        written.push(path.clone());
-        // Read it back: the file must hold exactly the rows about to be deleted.
-        let back = std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| Bundle::from_json_text(&t).map_err(|e| e.to_string()));
-        match back {
-            Ok(b) if b == bundle => {}
-            Ok(_) => {
-                cleanup(&written);
-                return Err(UserError::new(
-                    format!(
-                        "bundle `{}` does not read back as written; nothing was deleted",
-                        path.display()
-                    ),
-                    "check the disk and the --out directory",
-                ));
-            }
-            Err(e) => {
-                cleanup(&written);
-                return Err(UserError::new(
-                    format!(
-                        "bundle `{}` cannot be read back ({e}); nothing was deleted",
-                        path.display()
-                    ),
-                    "check the disk and the --out directory",
-                ));
-            }
-        }
+        write_bundle(&path, &bundle, &mut written, "nothing was deleted", true)?;
     }
-    if let Err(e) = writer.quarantine(fresh, generation, now) {
-        cleanup(&written);
+    if let Err(e) = writer.quarantine(fresh, generation, bundles.now) {
+        written.remove();
         return Err(werr(e));
     }
     // The rows are gone and the sessions tombstoned: now their folders go, as the

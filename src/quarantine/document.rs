@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::apply::Applied;
 use crate::db::files::{self, FileRecord};
 use crate::db::quarantine::Deletion;
 use crate::scan::startup::startup_blockers;
@@ -28,6 +29,14 @@ pub fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
             })
             .collect::<Vec<_>>(),
     })
+}
+
+/// What an apply did, into the document of the command that ran it: the backup,
+/// `applied`, and the state the rescan found (`after`).
+pub fn record_apply<W>(doc: &mut Value, applied: &Applied<W>) {
+    doc["backup"] = json!(applied.backup);
+    doc["applied"] = Value::Bool(true);
+    doc["after"] = state(&applied.after, &applied.archived_after);
 }
 
 pub fn rows_json(d: &Deletion) -> Value {

@@ -10,25 +10,20 @@ use serde_json::{json, Value};
 use super::sanitize::sanitize;
 use super::Format;
 
-/// A command's session lines: everything under the session's heading.
-pub(super) type SessionLines = fn(&mut dyn Write, &Value) -> io::Result<()>;
-
-/// What a command's table says about an empty plan and a write done (a restore says
-/// "nothing to restore" and "restored" instead).
-pub(super) struct Words {
+/// What a command's table says of its own: an empty plan, a write done (a restore
+/// says "nothing to restore" and "restored" instead), and the lines under each
+/// session's heading.
+pub(super) struct Table {
     pub nothing: &'static str,
     pub done: &'static str,
+    pub session: fn(&mut dyn Write, &Value) -> io::Result<()>,
 }
 
-/// A bundle command's document in `format`: pretty JSON; NDJSON, one `session` record
-/// per session and then a `summary` of the rest; or the table.
-pub(super) fn render_document(
-    out: &mut dyn Write,
-    doc: &Value,
-    format: Format,
-    words: &Words,
-    session: SessionLines,
-) -> io::Result<()> {
+/// The document of `doctor quarantine`, `doctor excise` or `doctor restore` in
+/// `format`: pretty JSON; NDJSON, one `session` record per session and then a
+/// `summary` of the rest; or the table (a restore of excision bundles prints as
+/// `doctor excise` does).
+pub fn render(out: &mut dyn Write, doc: &Value, format: Format) -> io::Result<()> {
     match format {
         Format::Ndjson => {
             let mut summary = doc.clone();
@@ -48,7 +43,10 @@ pub(super) fn render_document(
             serde_json::to_writer_pretty(&mut *out, doc)?;
             writeln!(out)
         }
-        _ => table(out, doc, words, session),
+        _ if doc["command"] == "excise" || doc["kind"] == "excise" => {
+            table(out, doc, &super::excise::TABLE)
+        }
+        _ => table(out, doc, &super::quarantine::TABLE),
     }
 }
 
@@ -70,7 +68,7 @@ pub(super) fn rows_line(out: &mut dyn Write, sess: &Value) -> io::Result<()> {
     writeln!(out, "  rows    {}", sanitize(&rows.join(", ")))
 }
 
-fn table(out: &mut dyn Write, doc: &Value, words: &Words, session: SessionLines) -> io::Result<()> {
+fn table(out: &mut dyn Write, doc: &Value, own: &Table) -> io::Result<()> {
     let restore = doc["command"] == "restore";
     writeln!(out, "workspace: {}", s(&doc["workspace"]))?;
     let sessions = doc["sessions"].as_array().cloned().unwrap_or_default();
@@ -78,7 +76,7 @@ fn table(out: &mut dyn Write, doc: &Value, words: &Words, session: SessionLines)
         let nothing = if restore {
             "nothing to restore"
         } else {
-            words.nothing
+            own.nothing
         };
         writeln!(out, "{nothing}")?;
     }
@@ -92,7 +90,7 @@ fn table(out: &mut dyn Write, doc: &Value, words: &Words, session: SessionLines)
             )?,
             None => writeln!(out, "session {}", s(&sess["session_id"]))?,
         }
-        session(out, sess)?;
+        (own.session)(out, sess)?;
     }
     let yn = |v: &Value| {
         if v.as_bool() == Some(true) {
@@ -117,7 +115,7 @@ fn table(out: &mut dyn Write, doc: &Value, words: &Words, session: SessionLines)
     let done = match (doc["applied"] == true, restore) {
         (false, _) => "nothing written",
         (true, true) => "restored",
-        (true, false) => words.done,
+        (true, false) => own.done,
     };
     writeln!(out, "{} session(s); {done}", sessions.len())?;
     if let Some(b) = doc["backup"].as_str() {

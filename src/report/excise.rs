@@ -1,22 +1,19 @@
-//! Rendering of `doctor excise` and of the restore of excision bundles.
+//! The session lines of `doctor excise`'s table, and of a restore of excision bundles.
 
 use std::io::Write;
 
 use serde_json::Value;
 
-use super::bundle::{render_document, rows_line, s, Words};
+use super::bundle::{rows_line, s, Table};
 use super::sanitize::sanitize;
-use super::Format;
 
-/// Writes the document in `format` (table, json, or ndjson: one `session` record per
-/// session, then a `summary`).
-pub fn render(out: &mut dyn Write, doc: &Value, format: Format) -> std::io::Result<()> {
-    let words = Words {
-        nothing: "nothing to excise: no event is damaged",
-        done: "excised",
-    };
-    render_document(out, doc, format, &words, session_lines)
-}
+/// The table of `doctor excise` and of a restore of excision bundles (the rest of the
+/// document is `report::bundle`'s).
+pub(super) const TABLE: Table = Table {
+    nothing: "nothing to excise: no event is damaged",
+    done: "excised",
+    session: session_lines,
+};
 
 fn session_lines(out: &mut dyn Write, sess: &Value) -> std::io::Result<()> {
     for e in sess["events"].as_array().into_iter().flatten() {

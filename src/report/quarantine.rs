@@ -1,22 +1,20 @@
-//! `doctor quarantine` and `doctor restore` output: the JSON document as a table,
-//! JSON or NDJSON.
+//! The session lines of `doctor quarantine`'s table, and of a restore of quarantine
+//! bundles.
 
 use std::io::Write;
 
 use serde_json::Value;
 
-use super::bundle::{render_document, rows_line, s, Words};
+use super::bundle::{rows_line, s, Table};
 use super::sanitize::sanitize;
-use super::Format;
 
-/// Writes the document in `format`.
-pub fn render_quarantine(out: &mut dyn Write, doc: &Value, format: Format) -> std::io::Result<()> {
-    let words = Words {
-        nothing: "nothing to quarantine: no session holds ledger damage",
-        done: "quarantined",
-    };
-    render_document(out, doc, format, &words, session_lines)
-}
+/// The table of `doctor quarantine` and of a restore of quarantine bundles (the rest
+/// of the document is `report::bundle`'s).
+pub(super) const TABLE: Table = Table {
+    nothing: "nothing to quarantine: no session holds ledger damage",
+    done: "quarantined",
+    session: session_lines,
+};
 
 fn session_lines(out: &mut dyn Write, sess: &Value) -> std::io::Result<()> {
     if let Some(reasons) = sess.get("reasons").and_then(Value::as_array) {
