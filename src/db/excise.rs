@@ -343,6 +343,13 @@ fn missing(values: &[i64]) -> Option<Vec<i64>> {
     Some((1..=max).filter(|v| !have.contains(v)).collect())
 }
 
+/// The integers `sql` (one column, `?1` = `arg`) selects.
+fn integers(c: &Connection, sql: &str, arg: &str) -> rusqlite::Result<Vec<i64>> {
+    let mut stmt = c.prepare(sql)?;
+    let rows = stmt.query_map(params![arg], |r| r.get(0))?;
+    rows.collect()
+}
+
 impl Workspace {
     /// The invocation of `event_id` and the `event_seq` values missing from it.
     pub fn missing_event_seqs(
@@ -366,36 +373,25 @@ impl Workspace {
             })
             .map_err(e)?;
         let Some(inv) = inv else { return Ok(None) };
-        let mut stmt = self
-            .conn()
-            .prepare(
-                "SELECT DISTINCT event_seq FROM runtime_events WHERE invocation_id = ?1 \
-                 AND typeof(event_seq) = 'integer' ORDER BY event_seq",
-            )
-            .map_err(e)?;
-        let seqs: Vec<i64> = stmt
-            .query_map(params![inv], |r| r.get(0))
-            .map_err(e)?
-            .collect::<Result<_, _>>()
-            .map_err(e)?;
+        let seqs = integers(
+            self.conn(),
+            "SELECT DISTINCT event_seq FROM runtime_events WHERE invocation_id = ?1 \
+             AND typeof(event_seq) = 'integer' ORDER BY event_seq",
+            &inv,
+        )
+        .map_err(e)?;
         Ok(missing(&seqs).map(|m| (inv, m)))
     }
 
     /// The ordinals missing from `session`'s `1..=max`.
     pub fn missing_ordinals(&self, session: &str) -> Result<Option<Vec<i64>>, DbError> {
-        let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self
-            .conn()
-            .prepare(
-                "SELECT ordinal FROM runtime_session_event_ordinals WHERE session_id = ?1 \
-                 AND typeof(ordinal) = 'integer' ORDER BY ordinal",
-            )
-            .map_err(e)?;
-        let ords: Vec<i64> = stmt
-            .query_map(params![session], |r| r.get(0))
-            .map_err(e)?
-            .collect::<Result<_, _>>()
-            .map_err(e)?;
+        let ords = integers(
+            self.conn(),
+            "SELECT ordinal FROM runtime_session_event_ordinals WHERE session_id = ?1 \
+             AND typeof(ordinal) = 'integer' ORDER BY ordinal",
+            session,
+        )
+        .map_err(|e| self.err(&e))?;
         Ok(missing(&ords))
     }
 }

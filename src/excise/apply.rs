@@ -7,32 +7,21 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use super::{bundle_file_name, plan_on, ExcisePlan, SessionPlan};
-use crate::apply::{apply, basis_refusal, note_dry_run, Step, Target, WritingCommand};
-use crate::bundle::{Bundle, SchemaInfo};
+use super::{bundle_file_name, plan_on, SessionPlan};
+use crate::apply::{apply, Step, WritingCommand};
+use crate::bundle::Bundle;
 use crate::db::excise::Excision;
 use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
-use crate::quarantine::apply::{bundle_dir_for, BundleTarget};
+use crate::quarantine::apply::{BundleBasis, BundleTarget};
 use crate::quarantine::document::{record_apply, state};
 use crate::quarantine::files::{check_out_dir, make_out_dir, write_bundle, MadeDirs, Written};
-use crate::release::repair_basis::WriteBasis;
-use crate::scan::{scan_workspace, ScanOptions, ScanReport};
+use crate::scan::{scan_workspace, ScanOptions};
 
 /// What `doctor excise` is asked to do (as `doctor quarantine` is).
 pub use crate::quarantine::apply::Request;
-
-/// Everything the plan is made from, at one snapshot.
-struct Read {
-    report: ScanReport,
-    archived: std::collections::BTreeSet<String>,
-    plan: ExcisePlan,
-    schema: SchemaInfo,
-    basis: Result<WriteBasis, Vec<String>>,
-    binding: Option<String>,
-}
 
 fn werr(e: crate::db::write::WriteError) -> UserError {
     UserError::new(e.to_string(), e.hint())
@@ -66,28 +55,13 @@ pub fn session_json(p: &SessionPlan, bundle: Option<&Path>) -> Value {
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
-    let now = req.write.now;
-    let out_dir = bundle_dir_for(db, &req.sessions, req.write.out.as_deref(), "excised")?;
-    let Read {
-        report,
-        archived,
-        plan,
-        schema,
-        basis,
-        binding,
-    } = Workspace::read(db, |ws| {
+    let out_dir = req.bundle_dir(db, "excised")?;
+    // Everything the plan is made from, at one snapshot.
+    let (plan, basis) = Workspace::read(db, |ws| {
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
         let archived = ws.archived_sessions()?;
         let plan = plan_on(ws, &report, &archived, &req.sessions)?;
-        let facts = ws.schema_facts()?;
-        Ok(Read {
-            schema: facts.bundle_schema(),
-            basis: crate::release::repair_basis::write_basis(&facts),
-            binding: ws.root_binding()?,
-            report,
-            archived,
-            plan,
-        })
+        Ok((plan, BundleBasis::read(ws, report, archived)?))
     })?;
     for s in &req.sessions {
         if !plan.sessions.iter().any(|p| &p.session_id == s) {
@@ -96,41 +70,28 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
             ));
         }
     }
-    let stamp = crate::db::backup::utc_stamp(now);
+    let stamp = crate::db::backup::utc_stamp(req.write.now);
     let bundle_of = |p: &SessionPlan| out_dir.join(bundle_file_name(&p.session_id, &stamp));
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "excise",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": plan.sessions.iter().map(|p| {
-            session_json(p, p.excised().then(|| bundle_of(p)).as_deref())
-        }).collect::<Vec<_>>(),
-        "before": state(&report, &archived),
-        "after": plan.predicted.as_ref().map_or_else(|| state(&report, &archived), |r| state(r, &archived)),
-        "schema_basis": basis.as_ref().ok().map(WriteBasis::to_json),
-        "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
-        "notes": [],
-    });
+    let sessions = plan
+        .sessions
+        .iter()
+        .map(|p| session_json(p, p.excised().then(|| bundle_of(p)).as_deref()))
+        .collect();
+    let after = state(
+        plan.predicted.as_ref().unwrap_or(&basis.report),
+        &basis.archived,
+    );
+    let mut doc = basis.document("excise", &shown, sessions, after);
     let chosen: Vec<&SessionPlan> = plan.excised().collect();
     if !req.write.apply || chosen.is_empty() {
         if !chosen.is_empty() {
-            note_dry_run(notes, basis_refusal(&basis).as_deref(), "excise");
+            basis.note_dry_run(notes, "excise");
         }
         return Ok(doc);
     }
 
     // --apply.
-    let refusal = basis_refusal(&basis);
-    let target = Target::new(
-        db,
-        binding.as_deref(),
-        refusal.as_deref(),
-        req.write.backup,
-        now,
-    );
-    let bundles = BundleTarget::new(&out_dir, &schema, &shown, now, &basis);
+    let (target, bundles) = basis.target(db, &req.write, &out_dir, &shown);
     let mut write = ExciseWrite::new(chosen, bundles);
     let applied = apply(&target, &mut write, notes)?;
     record_apply(&mut doc, &applied);

@@ -20,7 +20,7 @@ use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::files;
 use crate::db::quarantine::Deletion;
 use crate::db::write::Writer;
-use crate::db::Workspace;
+use crate::db::{DbError, Workspace};
 use crate::error::UserError;
 use crate::notes::Notes;
 use crate::release::repair_basis::WriteBasis;
@@ -35,6 +35,15 @@ pub struct Request {
     /// excises only in these (none: every damaged one).
     pub sessions: Vec<String>,
     pub write: WriteOptions,
+}
+
+impl Request {
+    /// The bundle directory (`--out`, or the default), after the refusals every
+    /// command that writes bundles makes before it reads anything (see
+    /// [`bundle_dir_for`]; `verb`: what it would do to a session).
+    pub fn bundle_dir(&self, db: &Path, verb: &str) -> Result<PathBuf, UserError> {
+        bundle_dir_for(db, &self.sessions, self.write.out.as_deref(), verb)
+    }
 }
 
 /// The default bundle directory: `wsledger-quarantine` beside the database.
@@ -65,17 +74,88 @@ pub fn bundle_dir_for(
     Ok(out_dir)
 }
 
+/// What every command that writes bundles plans from besides its own reads, at the
+/// plan's snapshot: the scan and the archived sessions, the schema the bundles
+/// record, the release schema an apply writes in (or why it would refuse), and the
+/// root binding that names Maka's owner lock.
+pub struct BundleBasis {
+    pub report: ScanReport,
+    pub archived: BTreeSet<String>,
+    pub schema: SchemaInfo,
+    pub basis: Result<WriteBasis, Vec<String>>,
+    pub binding: Option<String>,
+}
+
+impl BundleBasis {
+    /// The schema and the binding read after the command's own reads (`report` and
+    /// `archived` are the scan it planned from).
+    pub fn read(
+        ws: &Workspace,
+        report: ScanReport,
+        archived: BTreeSet<String>,
+    ) -> Result<BundleBasis, DbError> {
+        let facts = ws.schema_facts()?;
+        Ok(BundleBasis {
+            report,
+            archived,
+            schema: facts.bundle_schema(),
+            basis: crate::release::repair_basis::write_basis(&facts),
+            binding: ws.root_binding()?,
+        })
+    }
+
+    /// The command's document before an apply: its `sessions`, the state now and
+    /// the state it predicts (`after`), the release schema or the refusal.
+    pub fn document(
+        &self,
+        command: &str,
+        shown: &str,
+        sessions: Vec<Value>,
+        after: Value,
+    ) -> Value {
+        json!({
+            "schema_version": 1,
+            "command": command,
+            "workspace": shown,
+            "applied": false,
+            "backup": null,
+            "sessions": sessions,
+            "before": state(&self.report, &self.archived),
+            "after": after,
+            "schema_basis": self.basis.as_ref().ok().map(WriteBasis::to_json),
+            "apply_refusal": basis_refusal(&self.basis),
+            "notes": [],
+        })
+    }
+
+    /// What a dry run that would write says (`to`: "run again with --apply to ...").
+    pub fn note_dry_run(&self, notes: &mut dyn Notes, to: &str) {
+        note_dry_run(notes, basis_refusal(&self.basis).as_deref(), to);
+    }
+
+    /// The apply of `write` on `db`, and its bundles in `out_dir` (naming the
+    /// database as `shown`).
+    pub fn target<'a>(
+        &'a self,
+        db: &'a Path,
+        write: &WriteOptions,
+        out_dir: &'a Path,
+        shown: &'a str,
+    ) -> (Target<'a>, BundleTarget<'a>) {
+        let refusal = basis_refusal(&self.basis);
+        let binding = self.binding.as_deref();
+        let target = Target::new(db, binding, refusal.as_deref(), write.backup, write.now);
+        let bundles = BundleTarget::new(out_dir, &self.schema, shown, write.now, &self.basis);
+        (target, bundles)
+    }
+}
+
 /// What a quarantine is planned from.
 struct QuarantineRead {
-    report: ScanReport,
-    archived: BTreeSet<String>,
+    basis: BundleBasis,
     targets: BTreeMap<String, Vec<Reason>>,
     deletions: Vec<Deletion>,
     predicted: ScanReport,
-    schema: SchemaInfo,
-    /// The release schema an apply writes in, or why it would refuse.
-    basis: Result<crate::release::repair_basis::WriteBasis, Vec<String>>,
-    binding: Option<String>,
     /// Titles and last activity of the target sessions.
     labels: BTreeMap<String, crate::db::diagnosis::SessionLabelRow>,
     /// The release keeps session folders (v0.1.2, v0.1.3), and each target's.
@@ -89,7 +169,7 @@ fn read_quarantine(
     ws: &Workspace,
     sessions: &[String],
     shown: &str,
-) -> Result<Result<QuarantineRead, UserError>, crate::db::DbError> {
+) -> Result<Result<QuarantineRead, UserError>, DbError> {
     let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
     let archived = ws.archived_sessions()?;
     let damaged = damaged_sessions(&report, &archived);
@@ -123,10 +203,7 @@ fn read_quarantine(
     } else {
         scan_workspace_without(ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
     };
-    let facts = ws.schema_facts()?;
-    let basis = crate::release::repair_basis::write_basis(&facts);
-    let schema = facts.bundle_schema();
-    let binding = ws.root_binding()?;
+    let basis = BundleBasis::read(ws, report, archived)?;
     let labels = ws.session_labels(targets.keys().map(String::as_str))?;
     let keeps_files = ws.transcripts_in_files()?;
     let mut folders = Vec::new();
@@ -137,14 +214,10 @@ fn read_quarantine(
         }
     }
     Ok(Ok(QuarantineRead {
-        report,
-        archived,
+        basis,
         targets,
         deletions,
         predicted,
-        schema,
-        basis,
-        binding,
         labels,
         keeps_files,
         folders,
@@ -155,73 +228,50 @@ fn read_quarantine(
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
-    let now = req.write.now;
-    let out_dir = bundle_dir_for(db, &req.sessions, req.write.out.as_deref(), "quarantined")?;
+    let out_dir = req.bundle_dir(db, "quarantined")?;
     // Everything the plan is made from, at one snapshot.
-    let QuarantineRead {
-        report,
-        archived,
-        targets,
-        deletions,
-        predicted,
-        schema,
-        basis,
-        binding,
-        labels,
-        keeps_files,
-        folders,
-    } = Workspace::read(db, |ws| read_quarantine(ws, &req.sessions, &shown))??;
-    let sessions_json = || -> Vec<Value> {
-        targets
-            .iter()
-            .zip(&deletions)
-            .zip(&folders)
-            .map(|(((s, reasons), d), folder)| {
-                let label = labels.get(s);
-                let mut v = json!({
-                    "session_id": s,
-                    "name": label.and_then(|l| l.name.clone()),
-                    "last_activity_ms": label.and_then(|l| l.last_activity_ms),
-                    "reasons": reasons,
-                    "rows": rows_json(d),
-                    "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),
-                    "blockers": d.blockers,
+    let read = Workspace::read(db, |ws| read_quarantine(ws, &req.sessions, &shown))??;
+    let targets = &read.targets;
+    let sessions = targets
+        .iter()
+        .zip(&read.deletions)
+        .zip(&read.folders)
+        .map(|(((s, reasons), d), folder)| {
+            let label = read.labels.get(s);
+            let mut v = json!({
+                "session_id": s,
+                "name": label.and_then(|l| l.name.clone()),
+                "last_activity_ms": label.and_then(|l| l.last_activity_ms),
+                "reasons": reasons,
+                "rows": rows_json(d),
+                "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),
+                "blockers": d.blockers,
+            });
+            if read.keeps_files {
+                // The folder moves beside the bundle (null: the session has none).
+                v["session_files"] = folder.as_ref().map_or(Value::Null, |recs| {
+                    folder_json(db, s, ("moved_to", out_dir.join(folder_copy_name(s))), recs)
                 });
-                if keeps_files {
-                    // The folder moves beside the bundle (null: the session has none).
-                    v["session_files"] = folder.as_ref().map_or(Value::Null, |recs| {
-                        folder_json(db, s, ("moved_to", out_dir.join(folder_copy_name(s))), recs)
-                    });
-                }
-                v
-            })
-            .collect()
-    };
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "quarantine",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": sessions_json(),
-        "before": state(&report, &archived),
-        "after": state(&predicted, &archived),
-        "schema_basis": basis.as_ref().ok().map(|b| b.to_json()),
-        "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
-        "notes": [],
-    });
+            }
+            v
+        })
+        .collect();
+    let basis = &read.basis;
+    let after = state(&read.predicted, &basis.archived);
+    let mut doc = basis.document("quarantine", &shown, sessions, after);
     // A quarantine changes no schema: Maka still refuses to open a file it refuses now.
-    if report.startup.as_ref().is_some_and(|s| !s.opens) {
+    if basis.report.startup.as_ref().is_some_and(|s| !s.opens) {
         doc["after"]["startup_blocked"] = Value::Bool(true);
     }
-    let blocked: Vec<String> = deletions
+    let blocked: Vec<String> = read
+        .deletions
         .iter()
         .filter(|d| !d.blockers.is_empty())
         .map(|d| d.session_id.clone())
         .collect();
     if !req.write.apply || targets.is_empty() {
         if !req.write.apply && !targets.is_empty() {
-            note_dry_run(notes, basis_refusal(&basis).as_deref(), "quarantine");
+            basis.note_dry_run(notes, "quarantine");
         }
         return Ok(doc);
     }
@@ -230,7 +280,7 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
             format!(
                 "Maka's own deletion of session(s) {} would fail ({}); nothing was changed",
                 blocked.join(", "),
-                deletions
+                read.deletions
                     .iter()
                     .flat_map(|d| d.blockers.iter().cloned())
                     .collect::<Vec<_>>()
@@ -241,19 +291,8 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
     }
 
     // --apply.
-    let refusal = basis_refusal(&basis);
-    let target = Target::new(
-        db,
-        binding.as_deref(),
-        refusal.as_deref(),
-        req.write.backup,
-        now,
-    );
-    let bundles = BundleTarget::new(&out_dir, &schema, &shown, now, &basis);
-    let mut write = QuarantineWrite {
-        targets: &targets,
-        bundles,
-    };
+    let (target, bundles) = basis.target(db, &req.write, &out_dir, &shown);
+    let mut write = QuarantineWrite { targets, bundles };
     let applied = apply(&target, &mut write, notes)?;
     record_apply(&mut doc, &applied);
     let (moved, written_notes) = applied.written;

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::document::{record_apply, state};
+use super::document::{bundle_rows_json, record_apply, restore_document, state};
 use crate::apply::{apply, note_dry_run, write_only, Step, Target, WriteOptions};
 use crate::bundle::Bundle;
 use crate::db::excise::ExcisionRestore;
@@ -112,28 +112,19 @@ pub fn run(
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
         Ok(Ok((report, ws.archived_sessions()?, ws.root_binding()?)))
     })??;
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "restore",
-        "kind": "excise",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": parsed.iter().map(|p| {
-            let counts: Map<String, Value> = p.bundle.tables.iter()
-                .filter(|(_, r)| !r.is_empty())
-                .map(|(t, r)| (t.clone(), Value::from(r.len())))
-                .collect();
+    let sessions = parsed
+        .iter()
+        .map(|p| {
             json!({
                 "session_id": p.bundle.session_id,
                 "events": p.item.events,
-                "rows": counts,
+                "rows": bundle_rows_json(&p.bundle),
                 "bundle": p.path.display().to_string(),
             })
-        }).collect::<Vec<_>>(),
-        "before": state(&report, &archived),
-        "notes": [],
-    });
+        })
+        .collect();
+    let before = state(&report, &archived);
+    let mut doc = restore_document(&shown, Some("excise"), sessions, before);
     if !opts.apply {
         note_dry_run(notes, None, "restore");
         return Ok(doc);

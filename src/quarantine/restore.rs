@@ -6,9 +6,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::document::{folder_json, record_apply, state};
+use super::document::{bundle_rows_json, folder_json, record_apply, restore_document, state};
 use super::files::folder_copy_name;
 use crate::apply::{apply, note_dry_run, write_only, Step, Target, WriteOptions};
 use crate::bundle::{Bundle, SchemaInfo};
@@ -52,20 +52,12 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
     // The checks and the plan at one snapshot.
     let (binding, report, archived, in_place) =
         Workspace::read(db, |ws| read_restore(ws, &parsed, &shown))??;
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "restore",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": parsed.iter().map(|p| {
-            let counts: Map<String, Value> = p.bundle.tables.iter()
-                .filter(|(_, r)| !r.is_empty())
-                .map(|(t, r)| (t.clone(), Value::from(r.len())))
-                .collect();
+    let sessions = parsed
+        .iter()
+        .map(|p| {
             let mut v = json!({
                 "session_id": p.bundle.session_id,
-                "rows": counts,
+                "rows": bundle_rows_json(&p.bundle),
                 "bundle": p.path.display().to_string(),
             });
             if let Some((copy, recs)) = &p.files {
@@ -73,10 +65,10 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
                     folder_json(db, &p.bundle.session_id, ("from", copy.clone()), recs);
             }
             v
-        }).collect::<Vec<_>>(),
-        "before": state(&report, &archived),
-        "notes": [],
-    });
+        })
+        .collect();
+    let before = state(&report, &archived);
+    let mut doc = restore_document(&shown, None, sessions, before);
     if !req.write.apply {
         note_dry_run(notes, None, "restore");
         return Ok(doc);
