@@ -5,7 +5,7 @@ use clap::Args;
 use super::write_args::NoBackup;
 use super::{CliError, ExitStatus, GlobalArgs, Printer};
 use crate::finalize::apply::Mode;
-use crate::finalize::{Plan, PlanOptions};
+use crate::finalize::PlanOptions;
 use crate::report::finalize::render_plan;
 use crate::report::Format;
 
@@ -85,25 +85,6 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
     Ok(total)
 }
 
-/// Writes the plan to stdout; a closed pipe (`| head`) is not an error.
-fn render(
-    printer: &mut Printer,
-    plan: &Plan,
-    shown: &str,
-    format: Format,
-    footer: &[String],
-) -> Result<(), CliError> {
-    let opts = printer.render_opts();
-    super::output(render_plan(
-        printer.out(),
-        plan,
-        shown,
-        format,
-        &opts,
-        footer,
-    ))
-}
-
 pub fn run(
     global: &GlobalArgs,
     args: &FinalizeArgs,
@@ -130,7 +111,16 @@ pub fn run(
     if let (Some(n), false) = (&done.footer_note, format == Format::Table) {
         printer.note(n);
     }
-    render(printer, &done.plan, &shown, format, &done.footer)?;
+    let opts = printer.render_opts();
+    let plan = &done.plan;
+    super::output(render_plan(
+        printer.out(),
+        plan,
+        &shown,
+        format,
+        &opts,
+        &done.footer,
+    ))?;
     Ok(if done.found {
         ExitStatus::Findings
     } else {
