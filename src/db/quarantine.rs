@@ -11,8 +11,7 @@
 //!
 //! [`read_deletion`] computes, without writing, every row those statements remove:
 //! the direct statements' `WHERE` clauses, expanded through every `ON DELETE CASCADE`
-//! foreign key the file declares (read with `PRAGMA foreign_key_list`, so a cascade is
-//! never missed). It also finds what would make Maka's own deletion fail (a row that
+//! foreign key the file declares (`super::cascade`, which excision reads through too). It also finds what would make Maka's own deletion fail (a row that
 //! still references a deleted row through a non-cascading key, or Maka's graph-operator
 //! guard). [`delete_session`] runs Maka's statements; [`insert_rows`] puts rows back.
 

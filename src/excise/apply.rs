@@ -17,7 +17,7 @@ use crate::error::UserError;
 use crate::notes::Notes;
 use crate::quarantine::apply::{BundleBasis, BundleTarget};
 use crate::quarantine::document::{record_apply, state};
-use crate::quarantine::files::{check_out_dir, make_out_dir, write_bundle, MadeDirs, Written};
+use crate::quarantine::files::{check_out_dir, make_out_dir, write_bundle, MadeDirs, WrittenFiles};
 use crate::scan::{scan_workspace, ScanOptions};
 
 /// What `doctor excise` is asked to do (as `doctor quarantine` is).
@@ -189,7 +189,7 @@ impl ExciseWrite<'_> {
     /// every excision in one transaction. A failure before the commit removes the
     /// bundles written so far.
     fn write_excision(&self, writer: &Writer, fresh: &[Excision]) -> Result<(), UserError> {
-        let mut written = Written::default();
+        let mut written = WrittenFiles::default();
         for ((p, x), path) in self.chosen.iter().zip(fresh).zip(&self.paths) {
             let mut meta = self.bundles.meta("wsledger doctor excise", "excised_at_ms");
             self.bundles.add_release(&mut meta);

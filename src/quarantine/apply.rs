@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use super::document::{folder_json, record_apply, rows_json, state};
 use super::files::{
     check_out_dir, folder_copy_name, io_err, make_out_dir, refuse_out_in_sessions, session_folder,
-    write_bundle, Folder, MadeDirs, Written,
+    write_bundle, Folder, MadeDirs, WrittenFiles,
 };
 use super::{bundle_file_name, damaged_sessions, Reason};
 use crate::apply::{
@@ -465,7 +465,7 @@ pub fn write_quarantine(
     let out_dir = bundles.out_dir;
     let removed_meta = fresh.iter().filter(|d| d.has_metadata()).count() as i64;
     let all: Vec<Value> = targets.keys().map(|s| Value::from(s.clone())).collect();
-    let mut written = Written::default();
+    let mut written = WrittenFiles::default();
     for (((s, reasons), d), folder) in targets.iter().zip(fresh).zip(folders) {
         let mut meta = bundles.meta("wsledger doctor quarantine", "quarantined_at_ms");
         meta.insert("sessions".into(), Value::Array(all.clone()));

@@ -1,5 +1,6 @@
 //! The JSON document `doctor quarantine` and `doctor restore` print (rendered by
-//! `report::quarantine`): the gate and start-up state, rows per table, folders.
+//! `report::bundle`): the gate and start-up state, rows per table, folders, the head
+//! of a restore's document and what an apply did.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

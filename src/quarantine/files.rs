@@ -38,9 +38,9 @@ pub fn write_durably(path: &Path, text: &str) -> Result<(), UserError> {
 /// What a write has put in the bundle directory so far (bundles, folder copies):
 /// removed again when the write stops before its commit.
 #[derive(Default)]
-pub struct Written(Vec<PathBuf>);
+pub struct WrittenFiles(Vec<PathBuf>);
 
-impl Written {
+impl WrittenFiles {
     pub fn push(&mut self, path: PathBuf) {
         self.0.push(path);
     }
@@ -64,7 +64,7 @@ impl Written {
 pub fn write_bundle(
     path: &Path,
     bundle: &Bundle,
-    written: &mut Written,
+    written: &mut WrittenFiles,
     nothing: &str,
     say_why: bool,
 ) -> Result<(), UserError> {
