@@ -33,6 +33,21 @@ use crate::scan::{scan_workspace, ScanOptions, ScanReport};
 /// Puts backups in this directory instead of beside the database (tests).
 pub const BACKUP_DIR_ENV: &str = "WSLEDGER_BACKUP_DIR";
 
+/// What every writing command is asked besides what it writes: where its bundles go,
+/// whether it writes at all, whether it backs the database up first, and the time.
+#[derive(Clone, Debug, Default)]
+pub struct WriteOptions {
+    /// `--out` (default: `wsledger-quarantine` beside the database); `None` for a
+    /// command that writes no bundles.
+    pub out: Option<PathBuf>,
+    /// Write (`--apply`); otherwise only the plan is shown.
+    pub apply: bool,
+    /// Back the database up first (not with `--no-backup`).
+    pub backup: bool,
+    /// Milliseconds since the epoch.
+    pub now: i64,
+}
+
 /// The file an apply writes, and how.
 pub struct Target<'a> {
     pub db: &'a Path,
@@ -73,6 +88,19 @@ pub fn basis_refusal(basis: &Result<WriteBasis, Vec<String>>) -> Option<String> 
     basis.as_ref().err().map(|w| w.join("; "))
 }
 
+/// What a dry run with something to write says: nothing was written, and what
+/// `--apply` would do (`to`: run again "to ..."), or why it would refuse this file.
+pub fn note_dry_run(notes: &mut dyn Notes, refusal: Option<&str>, to: &str) {
+    match refusal {
+        Some(why) => notes.note(&format!(
+            "dry run: nothing was written; --apply would refuse this file: {why}"
+        )),
+        None => notes.note(&format!(
+            "dry run: nothing was written; run again with --apply to {to}"
+        )),
+    }
+}
+
 /// A command's part of an apply (see the module's documentation for the order).
 pub trait WritingCommand {
     /// What [`WritingCommand::stage`] reads or makes under the lock.
@@ -98,6 +126,28 @@ pub trait WritingCommand {
 
     /// The write itself.
     fn write(&mut self, step: Step<'_>, staged: Self::Staged) -> Result<Self::Written, UserError>;
+}
+
+/// A command that reads nothing again and makes nothing under the lock (a restore):
+/// its write alone. See [`write_only`].
+pub struct WriteOnly<F>(F);
+
+/// The apply part of a command whose part is `write` alone.
+pub fn write_only<W, F: FnMut(Step<'_>) -> Result<W, UserError>>(write: F) -> WriteOnly<F> {
+    WriteOnly(write)
+}
+
+impl<W, F: FnMut(Step<'_>) -> Result<W, UserError>> WritingCommand for WriteOnly<F> {
+    type Staged = ();
+    type Written = W;
+
+    fn stage(&mut self, _writer: &Writer) -> Result<(), UserError> {
+        Ok(())
+    }
+
+    fn write(&mut self, step: Step<'_>, _staged: ()) -> Result<W, UserError> {
+        (self.0)(step)
+    }
 }
 
 /// What the write is handed: the writer (one transaction per call), the database's

@@ -5,11 +5,11 @@
 //! `doctor finalize-runs` does, then reports the state the rescan finds.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
+use crate::apply::{apply, basis_refusal, Step, Target, WriteOptions, WritingCommand};
 use crate::bundle::SchemaInfo;
 use crate::db::write::Writer;
 use crate::db::Workspace;
@@ -20,22 +20,10 @@ use crate::excise::{ExcisePlan, SessionPlan};
 use crate::finalize::apply::{backup_transcripts, verify, write_finalize};
 use crate::finalize::{plan_finalize, PlanOptions};
 use crate::notes::Notes;
-use crate::quarantine::apply::{default_out_dir, QuarantineWrite};
+use crate::quarantine::apply::{default_out_dir, BundleTarget, QuarantineWrite};
 use crate::quarantine::{damaged_sessions, startup_blockers, Reason};
 use crate::scan::runs::RunState;
 use crate::scan::{scan_path, scan_workspace, ScanOptions};
-
-/// What `doctor repair` is asked to do.
-pub struct Request {
-    /// `--out` (default: `wsledger-quarantine` beside the database).
-    pub out: Option<PathBuf>,
-    /// Carry the plan out (`--apply`); otherwise only the plan is shown.
-    pub apply: bool,
-    /// Back the database up first (not with `--no-backup`).
-    pub backup: bool,
-    /// Milliseconds since the epoch.
-    pub now: i64,
-}
 
 /// What `doctor repair` did: its JSON document, the diagnosis it carried out, and
 /// the state the rescan found after an apply.
@@ -58,11 +46,11 @@ struct RepairRead {
 }
 
 /// Reads the diagnosis of `db` (`shown`: the workspace as its commands name it) and,
-/// with `apply`, carries its plan out.
+/// with `req.apply`, carries its plan out.
 pub fn run(
     db: &Path,
     shown: &str,
-    req: &Request,
+    req: &WriteOptions,
     notes: &mut dyn Notes,
 ) -> Result<Repaired, UserError> {
     let shown = shown.to_owned();
@@ -152,9 +140,12 @@ pub fn run(
     let file = db.display().to_string();
     let refusal = basis_refusal(&basis);
     let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
-    let quarantine = QuarantineWrite::new(&targets, &out_dir, &schema, &file, now, &basis);
-    let excise = (!excised.is_empty())
-        .then(|| ExciseWrite::new(excised, &out_dir, &schema, &file, now, &basis));
+    let bundles = || BundleTarget::new(&out_dir, &schema, &file, now, &basis);
+    let quarantine = QuarantineWrite {
+        targets: &targets,
+        bundles: bundles(),
+    };
+    let excise = (!excised.is_empty()).then(|| ExciseWrite::new(excised, bundles()));
     let mut write = RepairWrite {
         db,
         excise,
@@ -218,7 +209,8 @@ impl WritingCommand for RepairWrite<'_> {
 
     fn check(&mut self) -> Result<(), UserError> {
         if self.excise.is_some() || !self.quarantine.targets.is_empty() {
-            crate::quarantine::files::refuse_out_in_sessions(self.quarantine.out_dir, self.db)?;
+            let out_dir = self.quarantine.bundles.out_dir;
+            crate::quarantine::files::refuse_out_in_sessions(out_dir, self.db)?;
             self.quarantine.check()?;
         }
         Ok(())
@@ -270,7 +262,7 @@ impl WritingCommand for RepairWrite<'_> {
                 notes: &mut *notes,
             };
             let (moved, _) = self.quarantine.write(quarantine_step, staged)?;
-            let out_dir = self.quarantine.out_dir;
+            let out_dir = self.quarantine.bundles.out_dir;
             bundles = self
                 .quarantine
                 .targets

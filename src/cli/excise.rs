@@ -1,12 +1,7 @@
-//! `wsledger doctor excise`.
+//! `wsledger doctor excise`: its arguments (it runs as `doctor quarantine` does, see
+//! `super::quarantine::run_bundles`).
 
-use std::path::PathBuf;
-
-use clap::Args;
-
-use super::{CliError, ExitStatus, GlobalArgs, Printer};
-use crate::excise::apply::{self as excise, Request};
-use crate::report::excise::render;
+use super::write_args::{BundleArgs, EXCISE};
 
 /// Remove exactly the damaged facts from the ledger, keeping the conversation: each
 /// event a scanner issue names (never the first, valid member of a duplicate pair)
@@ -25,37 +20,4 @@ use crate::report::excise::render;
 /// (`kind: "excise"`, which `doctor restore` puts back and `replay --bundle` shows),
 /// deletes in one transaction and rescans. Session metadata, transcripts and session
 /// files are never touched.
-#[derive(Debug, Args)]
-pub struct ExciseArgs {
-    /// Excise only in this session (repeatable)
-    #[arg(long = "session", value_name = "ID")]
-    pub sessions: Vec<String>,
-    /// Directory for the bundles [default: `wsledger-quarantine` beside the database];
-    /// never inside the workspace's `sessions/`
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Remove the events (default: dry run, nothing is written)
-    #[arg(long)]
-    pub apply: bool,
-    /// With --apply: do not back the database up first
-    #[arg(long)]
-    pub no_backup: bool,
-}
-
-pub fn run(
-    global: &GlobalArgs,
-    args: &ExciseArgs,
-    printer: &mut Printer,
-) -> Result<ExitStatus, CliError> {
-    let (format, db, now) = super::plan_command(global)?;
-    let req = Request {
-        sessions: args.sessions.clone(),
-        out: args.out.clone(),
-        apply: args.apply,
-        backup: !args.no_backup,
-        now,
-    };
-    let doc = excise::run(&db, &req, printer)?;
-    super::output(render(printer.out(), &doc, format))?;
-    Ok(ExitStatus::Success)
-}
+pub type ExciseArgs = BundleArgs<EXCISE>;

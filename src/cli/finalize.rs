@@ -2,9 +2,10 @@
 
 use clap::Args;
 
+use super::write_args::NoBackup;
 use super::{CliError, ExitStatus, GlobalArgs, Printer};
 use crate::finalize::apply::Mode;
-use crate::finalize::{Plan, PlanOptions};
+use crate::finalize::PlanOptions;
 use crate::report::finalize::render_plan;
 use crate::report::Format;
 
@@ -41,9 +42,8 @@ pub struct FinalizeArgs {
     /// Never write; exit 1 when the plan is not empty or a stuck run is left out of it
     #[arg(long)]
     pub check: bool,
-    /// With --apply: do not back the database up first
-    #[arg(long)]
-    pub no_backup: bool,
+    #[command(flatten)]
+    pub backup: NoBackup,
     /// Also write what Maka's start-up writes after the event: the run header, the
     /// `run_failed` run event, the `turn_state` record and the session status
     #[arg(long)]
@@ -85,24 +85,6 @@ pub fn parse_duration(s: &str) -> Result<i64, String> {
     Ok(total)
 }
 
-/// Writes the plan to stdout; a closed pipe (`| head`) is not an error.
-fn render(
-    printer: &mut Printer,
-    plan: &Plan,
-    shown: &str,
-    format: Format,
-    footer: &[String],
-) -> Result<(), CliError> {
-    let opts = printer.render_opts();
-    match render_plan(printer.out(), plan, shown, format, &opts, footer) {
-        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
-            format!("writing output: {e}"),
-            "check that stdout is writable",
-        )),
-        _ => Ok(()),
-    }
-}
-
 pub fn run(
     global: &GlobalArgs,
     args: &FinalizeArgs,
@@ -121,7 +103,7 @@ pub fn run(
     let mode = match (args.check, args.apply) {
         (true, _) => Mode::Check,
         (false, true) => Mode::Apply {
-            backup: !args.no_backup,
+            backup: !args.backup.no_backup,
         },
         (false, false) => Mode::DryRun,
     };
@@ -129,7 +111,16 @@ pub fn run(
     if let (Some(n), false) = (&done.footer_note, format == Format::Table) {
         printer.note(n);
     }
-    render(printer, &done.plan, &shown, format, &done.footer)?;
+    let opts = printer.render_opts();
+    let plan = &done.plan;
+    super::output(render_plan(
+        printer.out(),
+        plan,
+        &shown,
+        format,
+        &opts,
+        &done.footer,
+    ))?;
     Ok(if done.found {
         ExitStatus::Findings
     } else {

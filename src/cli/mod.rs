@@ -12,6 +12,7 @@ mod repair;
 mod replay;
 mod scan;
 mod workspace;
+mod write_args;
 
 use std::path::PathBuf;
 
@@ -167,9 +168,11 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
             finalize::run(&cli.global, &args, printer)
         }
         Command::Doctor(DoctorCommand::Quarantine(args)) => {
-            quarantine::run_quarantine(&cli.global, &args, printer)
+            quarantine::run_bundles(&cli.global, &args, printer, crate::quarantine::apply::run)
         }
-        Command::Doctor(DoctorCommand::Excise(args)) => excise::run(&cli.global, &args, printer),
+        Command::Doctor(DoctorCommand::Excise(args)) => {
+            quarantine::run_bundles(&cli.global, &args, printer, crate::excise::apply::run)
+        }
         Command::Doctor(DoctorCommand::Restore(args)) => {
             quarantine::run_restore(&cli.global, &args, printer)
         }

@@ -1,13 +1,19 @@
-//! `wsledger doctor quarantine` and `wsledger doctor restore`.
+//! `wsledger doctor quarantine` and `wsledger doctor restore`, and the run of every
+//! command that prints a bundle document (`doctor excise` too).
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 
+use serde_json::Value;
+
+use super::write_args::{BundleArgs, NoBackup, QUARANTINE};
 use super::{CliError, ExitStatus, GlobalArgs, Printer};
-use crate::quarantine::{apply, restore};
-use crate::report::excise::render as render_excise;
-use crate::report::quarantine::render_quarantine;
+use crate::error::UserError;
+use crate::notes::Notes;
+use crate::quarantine::apply::Request;
+use crate::quarantine::restore;
+use crate::report::bundle::render;
 
 /// Set aside the sessions that hold ledger damage, exactly as Maka's own conversation
 /// deletion removes them, each kept in a bundle that `doctor restore` puts back.
@@ -22,23 +28,7 @@ use crate::report::quarantine::render_quarantine;
 /// every bundle, then deletes what Maka's conversation deletion deletes, in Maka's
 /// order, in one transaction, and rescans. The session `maka_workspace_authority` is
 /// never touched.
-#[derive(Debug, Args)]
-pub struct QuarantineArgs {
-    /// Quarantine exactly this session (repeatable) instead of the damaged ones
-    #[arg(long = "session", value_name = "ID")]
-    pub sessions: Vec<String>,
-    /// Directory for the bundles [default: `wsledger-quarantine` beside the database];
-    /// never inside the workspace's `sessions/` (Maka v0.1.2 and v0.1.3 keep session
-    /// folders there, and a session's folder moves beside its bundle)
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Move the sessions (default: dry run, nothing is written)
-    #[arg(long)]
-    pub apply: bool,
-    /// With --apply: do not back the database up first
-    #[arg(long)]
-    pub no_backup: bool,
-}
+pub type QuarantineArgs = BundleArgs<QUARANTINE>;
 
 /// Put quarantined sessions (or excised events) back from their bundles, every row and
 /// column as it was. Excision bundles (`kind: "excise"`) and quarantine bundles are
@@ -58,25 +48,22 @@ pub struct RestoreArgs {
     /// Write (default: dry run, nothing is written)
     #[arg(long)]
     pub apply: bool,
-    /// With --apply: do not back the database up first
-    #[arg(long)]
-    pub no_backup: bool,
+    #[command(flatten)]
+    pub backup: NoBackup,
 }
 
-pub fn run_quarantine(
+/// What `doctor quarantine` and `doctor excise` run.
+pub type BundleRun = fn(&Path, &Request, &mut dyn Notes) -> Result<Value, UserError>;
+
+/// `doctor quarantine` or `doctor excise` (`run`), as `C` is.
+pub fn run_bundles<const C: usize>(
     global: &GlobalArgs,
-    args: &QuarantineArgs,
+    args: &BundleArgs<C>,
     printer: &mut Printer,
+    run: BundleRun,
 ) -> Result<ExitStatus, CliError> {
     print_document(global, printer, |db, now, printer| {
-        let req = apply::Request {
-            sessions: args.sessions.clone(),
-            out: args.out.clone(),
-            apply: args.apply,
-            backup: !args.no_backup,
-            now,
-        };
-        apply::run(db, &req, printer)
+        run(db, &args.request(now), printer)
     })
 }
 
@@ -86,35 +73,23 @@ pub fn run_restore(
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
     print_document(global, printer, |db, now, printer| {
-        let bundles = args.bundles.clone();
-        let (apply, backup) = (args.apply, !args.no_backup);
-        restore::run(
-            db,
-            &restore::Request {
-                bundles,
-                apply,
-                backup,
-                now,
-            },
-            printer,
-        )
+        let req = restore::Request {
+            bundles: args.bundles.clone(),
+            write: args.backup.options(None, args.apply, now),
+        };
+        restore::run(db, &req, printer)
     })
 }
 
-/// Runs quarantine or restore on the workspace and prints the document it returns.
+/// Runs quarantine, excise or restore on the workspace and prints the document it
+/// returns.
 fn print_document(
     global: &GlobalArgs,
     printer: &mut Printer,
-    run: impl FnOnce(&Path, i64, &mut Printer) -> Result<serde_json::Value, CliError>,
+    run: impl FnOnce(&Path, i64, &mut Printer) -> Result<Value, CliError>,
 ) -> Result<ExitStatus, CliError> {
     let (format, db, now) = super::plan_command(global)?;
     let doc = run(&db, now, printer)?;
-    // The restore of excision bundles prints as `doctor excise` does.
-    let rendered = if doc["kind"] == "excise" {
-        render_excise(printer.out(), &doc, format)
-    } else {
-        render_quarantine(printer.out(), &doc, format)
-    };
-    super::output(rendered)?;
+    super::output(render(printer.out(), &doc, format))?;
     Ok(ExitStatus::Success)
 }

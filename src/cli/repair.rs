@@ -1,9 +1,6 @@
 //! `wsledger doctor repair`: the scan's plan as one command.
 
-use std::path::PathBuf;
-
-use clap::Args;
-
+use super::write_args::{WriteArgs, REPAIR};
 use super::{CliError, ExitStatus, GlobalArgs, Printer};
 use crate::report::repair::render_repair;
 
@@ -21,20 +18,7 @@ use crate::report::repair::render_repair;
 /// --apply` does, then rescans and reports what it removed from which conversation,
 /// the gate, start-up and stuck runs. It refuses what those commands refuse, with the
 /// same exit status. Run again, it finds nothing to do.
-#[derive(Debug, Args)]
-pub struct RepairArgs {
-    /// Directory for the excision and quarantine bundles [default:
-    /// `wsledger-quarantine` beside the database]; never inside the workspace's
-    /// `sessions/`
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
-    /// Carry the plan out (default: dry run, nothing is written)
-    #[arg(long)]
-    pub apply: bool,
-    /// With --apply: do not back the database up first
-    #[arg(long)]
-    pub no_backup: bool,
-}
+pub type RepairArgs = WriteArgs<REPAIR>;
 
 pub fn run(
     global: &GlobalArgs,
@@ -45,15 +29,7 @@ pub fn run(
     let shown = global
         .workspace()?
         .map_or_else(|| db.display().to_string(), |p| p.display().to_string());
-    let out = args.out.clone();
-    let (apply, backup) = (args.apply, !args.no_backup);
-    let req = crate::repair::Request {
-        out,
-        apply,
-        backup,
-        now,
-    };
-    let repaired = crate::repair::run(&db, &shown, &req, printer)?;
+    let repaired = crate::repair::run(&db, &shown, &args.options(now), printer)?;
     super::output(render_repair(printer.out(), &repaired, format))?;
     Ok(ExitStatus::Success)
 }

@@ -19,12 +19,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rusqlite::{params, Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{params, Connection, OpenFlags};
 
-use super::quarantine::{
-    cols, foreign_keys, insert_rows, quote, select_rows, table_names, table_shape, ForeignKey,
-};
-use super::write::{classify, WriteError, Writer};
+use super::cascade::{dangling, foreign_keys, reached};
+use super::quarantine::{insert_rows, read_reached, select_rows, table_names, table_shape};
+use super::quote;
+use super::write::{classify, collision, restored_keys_broken, WriteError, Writer};
 use super::{DbError, Workspace};
 use crate::bundle::Row;
 
@@ -98,38 +98,6 @@ fn direct(c: &Connection, tables: &BTreeSet<String>) -> rusqlite::Result<Vec<(St
     Ok(out)
 }
 
-/// The direct statements, each followed by what its cascades reach.
-fn selectors(direct: &[(String, String)], fks: &[ForeignKey]) -> Vec<(String, String)> {
-    fn expand(
-        fks: &[ForeignKey],
-        table: &str,
-        clause: &str,
-        depth: usize,
-        out: &mut Vec<(String, String)>,
-    ) {
-        out.push((table.to_owned(), clause.to_owned()));
-        if depth > 16 {
-            return;
-        }
-        for fk in fks.iter().filter(|f| f.cascade && f.parent == table) {
-            let to: Vec<String> = fk.to.iter().map(|n| quote(n)).collect();
-            let child = format!(
-                "{} IN (SELECT {} FROM {} WHERE {})",
-                cols(&fk.from),
-                to.join(", "),
-                quote(table),
-                clause
-            );
-            expand(fks, &fk.child, &child, depth + 1, out);
-        }
-    }
-    let mut out = Vec::new();
-    for (t, clause) in direct {
-        expand(fks, t, clause, 0, &mut out);
-    }
-    out
-}
-
 /// Reads every row the excision of `events` (of `session`) removes, and what would
 /// make the delete fail. Reads only.
 pub fn read_excision(
@@ -143,37 +111,15 @@ pub fn read_excision(
     let ids = id_list(&events);
     let tables = table_names(c)?;
     let fks = foreign_keys(c, &tables)?;
-    let sel = selectors(&direct(c, &tables)?, &fks);
+    let sel = reached(&direct(c, &tables)?, &fks);
+    let (tables_read, rowids) = read_reached(c, &sel, &ids)?;
     let mut x = Excision {
         session_id: session.to_owned(),
         events,
+        tables: tables_read,
+        rowids,
         ..Excision::default()
     };
-    let mut seen: BTreeMap<String, BTreeSet<Vec<u8>>> = BTreeMap::new();
-    for (table, clause) in &sel {
-        let shape = table_shape(c, table)?;
-        let keep_rowid = shape.has_rowid && !shape.rowid_is_column;
-        if !x.tables.iter().any(|(t, _)| t == table) {
-            x.tables.push((table.clone(), Vec::new()));
-            if keep_rowid {
-                x.rowids.insert(table.clone(), Vec::new());
-            }
-        }
-        let idx = x.tables.iter().position(|(t, _)| t == table).unwrap_or(0);
-        for (rowid, row) in select_rows(c, table, &shape, clause, &ids)? {
-            let key = match rowid {
-                Some(n) => n.to_be_bytes().to_vec(),
-                None => format!("{row:?}").into_bytes(),
-            };
-            if !seen.entry(table.clone()).or_default().insert(key) {
-                continue;
-            }
-            x.tables[idx].1.push(row);
-            if let (true, Some(v), Some(n)) = (keep_rowid, x.rowids.get_mut(table), rowid) {
-                v.push(n);
-            }
-        }
-    }
     // An event of another session would leave this one's bundle incomplete.
     let foreign: i64 = c.query_row(
         &format!(
@@ -187,36 +133,14 @@ pub fn read_excision(
             .push(format!("{foreign} of the events belong to another session"));
     }
     // Rows that keep referencing a removed row through a key without a cascade.
-    let mut clauses: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (t, cl) in &sel {
-        clauses.entry(t.as_str()).or_default().push(cl.as_str());
-    }
-    for fk in fks.iter().filter(|f| !f.cascade) {
-        let Some(parent) = clauses.get(fk.parent.as_str()) else {
-            continue;
-        };
-        let to: Vec<String> = fk.to.iter().map(|n| quote(n)).collect();
-        let mut sql = format!(
-            "SELECT count(*) FROM {} WHERE {} IN (SELECT {} FROM {} WHERE {})",
-            quote(&fk.child),
-            cols(&fk.from),
-            to.join(", "),
-            quote(&fk.parent),
-            parent.join(" OR ")
-        );
-        if let Some(own) = clauses.get(fk.child.as_str()) {
-            sql.push_str(&format!(" AND NOT COALESCE(({}), 0)", own.join(" OR ")));
-        }
-        let n: i64 = c.query_row(&sql, params![ids], |r| r.get(0))?;
-        if n > 0 {
-            x.blockers.push(format!(
-                "{n} row(s) of `{}` reference rows the excision removes from `{}` ({} → {})",
-                fk.child,
-                fk.parent,
-                fk.from.join(", "),
-                fk.to.join(", ")
-            ));
-        }
+    for (n, fk) in dangling(c, &fks, &sel, &ids)? {
+        x.blockers.push(format!(
+            "{n} row(s) of `{}` reference rows the excision removes from `{}` ({} → {})",
+            fk.child,
+            fk.parent,
+            fk.from.join(", "),
+            fk.to.join(", ")
+        ));
     }
     Ok(x)
 }
@@ -246,16 +170,6 @@ pub struct ExcisionRestore {
 }
 
 impl Writer {
-    fn begin_excise(&self) -> Result<Transaction<'_>, WriteError> {
-        let path = self.path().to_path_buf();
-        self.check_schema()?;
-        let tx = Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)
-            .map_err(|e| classify(&path, e))?;
-        // Inside the write lock, again.
-        self.check_schema()?;
-        Ok(tx)
-    }
-
     /// Reads an excision on the writer's connection (the plan the bundles hold).
     pub fn read_excision(&self, session: &str, events: &[String]) -> Result<Excision, WriteError> {
         read_excision(self.conn(), session, events).map_err(|e| classify(self.path(), e))
@@ -266,7 +180,7 @@ impl Writer {
     /// difference or failure rolls everything back.
     pub fn excise(&self, expected: &[Excision]) -> Result<(), WriteError> {
         let path = self.path().to_path_buf();
-        let tx = self.begin_excise()?;
+        let tx = self.begin_checked()?;
         let werr = |e: rusqlite::Error| classify(&path, e);
         for x in expected {
             let now = read_excision(&tx, &x.session_id, &x.events).map_err(werr)?;
@@ -280,10 +194,7 @@ impl Writer {
         for x in expected {
             delete_excision(&tx, &x.events).map_err(werr)?;
         }
-        self.refuse_if_opened_meanwhile()?;
-        tx.commit().map_err(werr)?;
-        self.committed();
-        Ok(())
+        self.commit_checked(tx, ToString::to_string)
     }
 
     /// Puts excised rows back in one transaction (foreign keys checked at commit),
@@ -291,7 +202,7 @@ impl Writer {
     /// the file again. Returns how many rows got a new rowid.
     pub fn restore_excised(&self, items: &[ExcisionRestore]) -> Result<usize, WriteError> {
         let path = self.path().to_path_buf();
-        let tx = self.begin_excise()?;
+        let tx = self.begin_checked()?;
         let werr = |e: rusqlite::Error| classify(&path, e);
         tx.pragma_update(None, "defer_foreign_keys", true)
             .map_err(werr)?;
@@ -315,29 +226,12 @@ impl Writer {
             }
             // Parents first (the log, then what hangs on it).
             for (table, rows) in item.tables.iter().rev() {
-                moved += insert_rows(&tx, table, rows, item.rowids.get(table).map(Vec::as_slice))
-                    .map_err(|e| match e.sqlite_error_code() {
-                    Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
-                        path: path.clone(),
-                        detail: format!(
-                            "a row of `{table}` from the excision bundle of session `{}` \
-                                 collides with a row in the workspace ({e})",
-                            item.session_id
-                        ),
-                    },
-                    _ => classify(&path, e),
-                })?;
+                let rowids = item.rowids.get(table).map(Vec::as_slice);
+                moved += insert_rows(&tx, table, rows, rowids)
+                    .map_err(|e| collision(&path, e, table, "excision bundle", &item.session_id))?;
             }
         }
-        self.refuse_if_opened_meanwhile()?;
-        tx.commit().map_err(|e| match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
-                path: path.clone(),
-                detail: format!("the restored rows break a foreign key ({e})"),
-            },
-            _ => classify(&path, e),
-        })?;
-        self.committed();
+        self.commit_checked(tx, restored_keys_broken)?;
         Ok(moved)
     }
 }
@@ -449,6 +343,13 @@ fn missing(values: &[i64]) -> Option<Vec<i64>> {
     Some((1..=max).filter(|v| !have.contains(v)).collect())
 }
 
+/// The integers `sql` (one column, `?1` = `arg`) selects.
+fn integers(c: &Connection, sql: &str, arg: &str) -> rusqlite::Result<Vec<i64>> {
+    let mut stmt = c.prepare(sql)?;
+    let rows = stmt.query_map(params![arg], |r| r.get(0))?;
+    rows.collect()
+}
+
 impl Workspace {
     /// The invocation of `event_id` and the `event_seq` values missing from it.
     pub fn missing_event_seqs(
@@ -472,36 +373,25 @@ impl Workspace {
             })
             .map_err(e)?;
         let Some(inv) = inv else { return Ok(None) };
-        let mut stmt = self
-            .conn()
-            .prepare(
-                "SELECT DISTINCT event_seq FROM runtime_events WHERE invocation_id = ?1 \
-                 AND typeof(event_seq) = 'integer' ORDER BY event_seq",
-            )
-            .map_err(e)?;
-        let seqs: Vec<i64> = stmt
-            .query_map(params![inv], |r| r.get(0))
-            .map_err(e)?
-            .collect::<Result<_, _>>()
-            .map_err(e)?;
+        let seqs = integers(
+            self.conn(),
+            "SELECT DISTINCT event_seq FROM runtime_events WHERE invocation_id = ?1 \
+             AND typeof(event_seq) = 'integer' ORDER BY event_seq",
+            &inv,
+        )
+        .map_err(e)?;
         Ok(missing(&seqs).map(|m| (inv, m)))
     }
 
     /// The ordinals missing from `session`'s `1..=max`.
     pub fn missing_ordinals(&self, session: &str) -> Result<Option<Vec<i64>>, DbError> {
-        let e = |e: rusqlite::Error| self.err(&e);
-        let mut stmt = self
-            .conn()
-            .prepare(
-                "SELECT ordinal FROM runtime_session_event_ordinals WHERE session_id = ?1 \
-                 AND typeof(ordinal) = 'integer' ORDER BY ordinal",
-            )
-            .map_err(e)?;
-        let ords: Vec<i64> = stmt
-            .query_map(params![session], |r| r.get(0))
-            .map_err(e)?
-            .collect::<Result<_, _>>()
-            .map_err(e)?;
+        let ords = integers(
+            self.conn(),
+            "SELECT ordinal FROM runtime_session_event_ordinals WHERE session_id = ?1 \
+             AND typeof(ordinal) = 'integer' ORDER BY ordinal",
+            session,
+        )
+        .map_err(|e| self.err(&e))?;
         Ok(missing(&ords))
     }
 }

@@ -20,6 +20,7 @@
 //! `write_txn`.
 
 pub mod backup;
+mod cascade;
 pub mod diagnosis;
 pub mod excise;
 pub mod facts;
@@ -252,6 +253,11 @@ pub struct Workspace {
     stamp: Option<Stamp>,
     /// Opened in place through a `-wal`: Maka may be committing meanwhile.
     live: bool,
+}
+
+/// A name as an SQL identifier (in double quotes, a double quote doubled).
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// A `file:` URI for an SQLite open: every byte of the path outside the unreserved

@@ -11,8 +11,7 @@
 //!
 //! [`read_deletion`] computes, without writing, every row those statements remove:
 //! the direct statements' `WHERE` clauses, expanded through every `ON DELETE CASCADE`
-//! foreign key the file declares (read with `PRAGMA foreign_key_list`, so a cascade is
-//! never missed). It also finds what would make Maka's own deletion fail (a row that
+//! foreign key the file declares (`super::cascade`, which excision reads through too). It also finds what would make Maka's own deletion fail (a row that
 //! still references a deleted row through a non-cascading key, or Maka's graph-operator
 //! guard). [`delete_session`] runs Maka's statements; [`insert_rows`] puts rows back.
 
@@ -21,6 +20,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 use rusqlite::{params, Connection, OptionalExtension, ToSql};
 
+use super::cascade::{dangling, foreign_keys, reached, ForeignKey};
+use super::quote;
 use crate::bundle::{Cell, Row};
 
 /// Maka's purge, in its order: (table, `WHERE` clause with `?1` = the session id).
@@ -49,16 +50,6 @@ pub const PURGE: &[(&str, &str)] = &[
     // The session store's remove(sessionId), after the purge.
     ("session_metadata", "session_id = ?1"),
 ];
-
-/// One foreign key (child columns → parent columns).
-#[derive(Clone, Debug)]
-pub(super) struct ForeignKey {
-    pub(super) child: String,
-    pub(super) from: Vec<String>,
-    pub(super) parent: String,
-    pub(super) to: Vec<String>,
-    pub(super) cascade: bool,
-}
 
 /// What a table looks like.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,10 +125,6 @@ impl ToSql for CellParam<'_> {
     }
 }
 
-pub(super) fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
 /// Tables of the main schema.
 pub fn table_names(c: &Connection) -> rusqlite::Result<BTreeSet<String>> {
     let mut stmt = c.prepare(
@@ -169,55 +156,6 @@ pub fn table_shape(c: &Connection, table: &str) -> rusqlite::Result<TableShape> 
         has_rowid: !without_rowid,
         rowid_is_column,
     })
-}
-
-fn primary_key(c: &Connection, table: &str) -> rusqlite::Result<Vec<String>> {
-    let mut stmt = c.prepare(&format!("PRAGMA table_info({})", quote(table)))?;
-    let mut pk: Vec<(i64, String)> = stmt
-        .query_map([], |r| Ok((r.get::<_, i64>(5)?, r.get::<_, String>(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .filter(|(n, _)| *n > 0)
-        .collect();
-    pk.sort();
-    Ok(pk.into_iter().map(|(_, n)| n).collect())
-}
-
-pub(super) fn foreign_keys(
-    c: &Connection,
-    tables: &BTreeSet<String>,
-) -> rusqlite::Result<Vec<ForeignKey>> {
-    let mut out = Vec::new();
-    for child in tables {
-        let mut stmt = c.prepare(&format!("PRAGMA foreign_key_list({})", quote(child)))?;
-        // id, seq, table, from, to, on_update, on_delete, match
-        let rows: Vec<(i64, String, String, Option<String>, String)> = stmt
-            .query_map([], |r| {
-                Ok((r.get(0)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(6)?))
-            })?
-            .collect::<Result<_, _>>()?;
-        let mut by_id: BTreeMap<i64, ForeignKey> = BTreeMap::new();
-        for (id, parent, from, to, on_delete) in rows {
-            let fk = by_id.entry(id).or_insert_with(|| ForeignKey {
-                child: child.clone(),
-                from: Vec::new(),
-                parent: parent.clone(),
-                to: Vec::new(),
-                cascade: on_delete.eq_ignore_ascii_case("CASCADE"),
-            });
-            fk.from.push(from);
-            if let Some(to) = to {
-                fk.to.push(to);
-            }
-        }
-        for mut fk in by_id.into_values() {
-            if fk.to.is_empty() {
-                fk.to = primary_key(c, &fk.parent)?;
-            }
-            out.push(fk);
-        }
-    }
-    Ok(out)
 }
 
 /// Every row of `table` that `clause` (with `?1` bound to `arg`) selects, in rowid
@@ -257,44 +195,9 @@ pub(super) fn select_rows(
     Ok(out)
 }
 
-pub(super) fn cols(names: &[String]) -> String {
-    let q: Vec<String> = names.iter().map(|n| quote(n)).collect();
-    if q.len() == 1 {
-        q[0].clone()
-    } else {
-        format!("({})", q.join(", "))
-    }
-}
-
 /// `WHERE` clauses per table, in the order the deletion reaches the tables.
 fn selectors(fks: &[ForeignKey], tables: &BTreeSet<String>) -> Vec<(String, String)> {
-    fn expand(
-        fks: &[ForeignKey],
-        table: &str,
-        clause: &str,
-        depth: usize,
-        out: &mut Vec<(String, String)>,
-    ) {
-        out.push((table.to_owned(), clause.to_owned()));
-        if depth > 16 {
-            return;
-        }
-        for fk in fks.iter().filter(|f| f.cascade && f.parent == table) {
-            let child = format!(
-                "{} IN (SELECT {} FROM {} WHERE {})",
-                cols(&fk.from),
-                fk.to
-                    .iter()
-                    .map(|n| quote(n))
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                quote(table),
-                clause
-            );
-            expand(fks, &fk.child, &child, depth + 1, out);
-        }
-    }
-    let mut out = Vec::new();
+    let mut direct = Vec::new();
     for (table, clause) in PURGE {
         if tables.contains(*table) {
             // Without `tool_operations` (a schema Maka refuses to open) only the
@@ -304,10 +207,10 @@ fn selectors(fks: &[ForeignKey], tables: &BTreeSet<String>) -> Vec<(String, Stri
             } else {
                 clause
             };
-            expand(fks, table, &format!("({clause})"), 0, &mut out);
+            direct.push((table.to_string(), format!("({clause})")));
         }
     }
-    out
+    reached(&direct, fks)
 }
 
 /// The part of Maka's journal purge clause that reaches rows through their event.
@@ -790,32 +693,35 @@ impl ToolTableCounts {
     }
 }
 
-/// Reads every row the conversation deletion of `session` removes (see module docs).
-pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion> {
-    let tables = table_names(c)?;
-    let fks = foreign_keys(c, &tables)?;
-    let sel = selectors(&fks, &tables);
-    let mut d = Deletion {
-        session_id: session.to_owned(),
-        ..Deletion::default()
-    };
+/// The rows `sel`'s clauses (with `?1` bound to `arg`) select: per table, in the
+/// order the clauses first reach it (every table, even without rows), each row once;
+/// and the rowids of the rows of tables whose rowid is not a column, so that a
+/// restore can keep them.
+#[allow(clippy::type_complexity)]
+pub(super) fn read_reached(
+    c: &Connection,
+    sel: &[(String, String)],
+    arg: &str,
+) -> rusqlite::Result<(Vec<(String, Vec<Row>)>, BTreeMap<String, Vec<i64>>)> {
+    let mut tables: Vec<(String, Vec<Row>)> = Vec::new();
+    let mut rowids: BTreeMap<String, Vec<i64>> = BTreeMap::new();
     // Per table: the keys of rows already taken (rowid, or the whole row).
     let mut seen: BTreeMap<String, BTreeSet<Vec<u8>>> = BTreeMap::new();
     let mut shapes: BTreeMap<String, TableShape> = BTreeMap::new();
-    for (table, clause) in &sel {
+    for (table, clause) in sel {
         if !shapes.contains_key(table) {
             shapes.insert(table.clone(), table_shape(c, table)?);
         }
         let shape = &shapes[table];
         let keep_rowid = shape.has_rowid && !shape.rowid_is_column;
-        if !d.tables.iter().any(|(t, _)| t == table) {
-            d.tables.push((table.clone(), Vec::new()));
+        if !tables.iter().any(|(t, _)| t == table) {
+            tables.push((table.clone(), Vec::new()));
             if keep_rowid {
-                d.rowids.insert(table.clone(), Vec::new());
+                rowids.insert(table.clone(), Vec::new());
             }
         }
-        let idx = d.tables.iter().position(|(t, _)| t == table).unwrap_or(0);
-        for (rowid, row) in select_rows(c, table, shape, clause, session)? {
+        let idx = tables.iter().position(|(t, _)| t == table).unwrap_or(0);
+        for (rowid, row) in select_rows(c, table, shape, clause, arg)? {
             let key = match rowid {
                 Some(n) => n.to_be_bytes().to_vec(),
                 None => format!("{row:?}").into_bytes(),
@@ -823,50 +729,38 @@ pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion
             if !seen.entry(table.clone()).or_default().insert(key) {
                 continue;
             }
-            d.tables[idx].1.push(row);
-            if keep_rowid {
-                if let (Some(v), Some(n)) = (d.rowids.get_mut(table), rowid) {
-                    v.push(n);
-                }
+            tables[idx].1.push(row);
+            if let (true, Some(v), Some(n)) = (keep_rowid, rowids.get_mut(table), rowid) {
+                v.push(n);
             }
         }
     }
+    Ok((tables, rowids))
+}
+
+/// Reads every row the conversation deletion of `session` removes (see module docs).
+pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion> {
+    let tables = table_names(c)?;
+    let fks = foreign_keys(c, &tables)?;
+    let sel = selectors(&fks, &tables);
+    let (tables_read, rowids) = read_reached(c, &sel, session)?;
+    let mut d = Deletion {
+        session_id: session.to_owned(),
+        tables: tables_read,
+        rowids,
+        ..Deletion::default()
+    };
     // Rows that keep referencing a deleted row through a key without ON DELETE
     // CASCADE make Maka's own DELETE fail (foreign keys are on).
-    let mut clauses: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (t, cl) in &sel {
-        clauses.entry(t.as_str()).or_default().push(cl.as_str());
-    }
-    for fk in fks.iter().filter(|f| !f.cascade) {
-        let Some(parent_clauses) = clauses.get(fk.parent.as_str()) else {
-            continue;
-        };
-        let mut sql = format!(
-            "SELECT count(*) FROM {} WHERE {} IN (SELECT {} FROM {} WHERE {})",
-            quote(&fk.child),
-            cols(&fk.from),
-            fk.to
-                .iter()
-                .map(|n| quote(n))
-                .collect::<Vec<_>>()
-                .join(", "),
-            quote(&fk.parent),
-            parent_clauses.join(" OR ")
-        );
-        if let Some(own) = clauses.get(fk.child.as_str()) {
-            sql.push_str(&format!(" AND NOT COALESCE(({}), 0)", own.join(" OR ")));
-        }
-        let n: i64 = c.query_row(&sql, params![session], |r| r.get(0))?;
-        if n > 0 {
-            d.blockers.push(format!(
-                "{n} row(s) of `{}` reference rows of `{}` the deletion removes ({} → {}); \
-                 Maka's own deletion of this conversation fails on them",
-                fk.child,
-                fk.parent,
-                fk.from.join(", "),
-                fk.to.join(", ")
-            ));
-        }
+    for (n, fk) in dangling(c, &fks, &sel, session)? {
+        d.blockers.push(format!(
+            "{n} row(s) of `{}` reference rows of `{}` the deletion removes ({} → {}); \
+             Maka's own deletion of this conversation fails on them",
+            fk.child,
+            fk.parent,
+            fk.from.join(", "),
+            fk.to.join(", ")
+        ));
     }
     // Maka's session store refuses to remove a graph operator session or one that
     // owns graph operators (assertSessionCanBeRemoved).
@@ -895,25 +789,10 @@ pub fn read_deletion(c: &Connection, session: &str) -> rusqlite::Result<Deletion
 
 /// The session's tombstone row, if any.
 pub fn read_tombstone(c: &Connection, session: &str) -> rusqlite::Result<Option<Row>> {
-    let shape = table_shape(c, "session_metadata_tombstones")?;
-    let list = shape
-        .columns
-        .iter()
-        .map(|n| quote(n))
-        .collect::<Vec<_>>()
-        .join(", ");
-    c.query_row(
-        &format!("SELECT {list} FROM session_metadata_tombstones WHERE session_id = ?1"),
-        params![session],
-        |r| {
-            let mut columns = Vec::new();
-            for (i, name) in shape.columns.iter().enumerate() {
-                columns.push((name.clone(), cell(r.get_ref(i)?)));
-            }
-            Ok(Row { columns })
-        },
-    )
-    .optional()
+    let table = "session_metadata_tombstones";
+    let shape = table_shape(c, table)?;
+    let rows = select_rows(c, table, &shape, "session_id = ?1", session)?;
+    Ok(rows.into_iter().next().map(|(_, row)| row))
 }
 
 /// `session_catalog_state.generation` of the `catalog` scope.
@@ -1090,20 +969,9 @@ pub struct RestoreOutcome {
     pub rowids_moved: usize,
 }
 
-use super::write::{classify, WriteError, Writer};
-use rusqlite::{Transaction, TransactionBehavior};
+use super::write::{classify, collision, restored_keys_broken, WriteError, Writer};
 
 impl Writer {
-    fn begin_checked(&self) -> Result<Transaction<'_>, WriteError> {
-        let path = self.path().to_path_buf();
-        self.check_schema()?;
-        let tx = Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)
-            .map_err(|e| classify(&path, e))?;
-        // Inside the write lock, again.
-        self.check_schema()?;
-        Ok(tx)
-    }
-
     /// Reads a session's deletion set on the writer's connection (outside any
     /// transaction: the plan the bundles are written from).
     pub fn read_deletion(&self, session: &str) -> Result<Deletion, WriteError> {
@@ -1146,10 +1014,7 @@ impl Writer {
         for d in expected {
             delete_session(&tx, &d.session_id, now_ms).map_err(werr)?;
         }
-        self.refuse_if_opened_meanwhile()?;
-        tx.commit().map_err(werr)?;
-        self.committed();
-        Ok(())
+        self.commit_checked(tx, ToString::to_string)
     }
 
     /// Puts sessions back in one transaction (foreign keys checked at commit). A row
@@ -1180,17 +1045,6 @@ impl Writer {
                     ),
                 });
             }
-            let collide = |table: &str, e: rusqlite::Error| match e.sqlite_error_code() {
-                Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
-                    path: path.clone(),
-                    detail: format!(
-                        "a row of `{table}` from the bundle of session `{}` collides with \
-                         a row in the workspace ({e})",
-                        item.session_id
-                    ),
-                },
-                _ => classify(&path, e),
-            };
             let order = item
                 .tables
                 .iter()
@@ -1199,7 +1053,7 @@ impl Writer {
             for (table, rows) in order {
                 let moved =
                     insert_rows(&tx, table, rows, item.rowids.get(table).map(Vec::as_slice))
-                        .map_err(|e| collide(table, e))?;
+                        .map_err(|e| collision(&path, e, table, "bundle", &item.session_id))?;
                 outcome.rowids_moved += moved;
                 if table == "session_metadata" && tables.contains("session_catalog_projection") {
                     // The insert trigger computed a projection row; the bundle holds
@@ -1221,15 +1075,7 @@ impl Writer {
                 outcome.generation_restored = true;
             }
         }
-        self.refuse_if_opened_meanwhile()?;
-        tx.commit().map_err(|e| match e.sqlite_error_code() {
-            Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
-                path: path.clone(),
-                detail: format!("the restored rows break a foreign key ({e})"),
-            },
-            _ => classify(&path, e),
-        })?;
-        self.committed();
+        self.commit_checked(tx, restored_keys_broken)?;
         Ok(outcome)
     }
 }

@@ -319,6 +319,32 @@ impl Writer {
         })
     }
 
+    /// A `BEGIN IMMEDIATE` transaction, the schema checked before it and again inside
+    /// the write lock.
+    pub(super) fn begin_checked(&self) -> Result<Transaction<'_>, WriteError> {
+        self.check_schema()?;
+        let tx = Transaction::new_unchecked(self.conn(), TransactionBehavior::Immediate)
+            .map_err(|e| classify(self.path(), e))?;
+        // Inside the write lock, again.
+        self.check_schema()?;
+        Ok(tx)
+    }
+
+    /// The last check before a commit (see [`Writer::refuse_if_opened_meanwhile`]),
+    /// then the commit; a failed constraint check at the commit (keys deferred) is
+    /// `broken`.
+    pub(super) fn commit_checked(
+        &self,
+        tx: Transaction<'_>,
+        broken: impl FnOnce(&rusqlite::Error) -> String,
+    ) -> Result<(), WriteError> {
+        self.refuse_if_opened_meanwhile()?;
+        tx.commit()
+            .map_err(|e| constraint_or(self.path(), e, broken))?;
+        self.committed();
+        Ok(())
+    }
+
     /// Applies `set` in one transaction; see the module docs.
     pub fn apply(&self, set: &WriteSet, opts: &ApplyOptions) -> Result<(), WriteError> {
         let path = self.ws.path().to_path_buf();
@@ -384,6 +410,44 @@ fn append_transcripts(db: &Path, set: &WriteSet) -> Result<(), WriteError> {
         super::files::append_transcript(file, &lines, &root).map_err(|e| fail(e.to_string()))?;
     }
     Ok(())
+}
+
+/// `e` as `detail(e)` where it is a failed constraint (a row that collides, a key
+/// that breaks), otherwise as [`classify`] says.
+pub(super) fn constraint_or(
+    path: &Path,
+    e: rusqlite::Error,
+    detail: impl FnOnce(&rusqlite::Error) -> String,
+) -> WriteError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => WriteError::Write {
+            path: path.to_path_buf(),
+            detail: detail(&e),
+        },
+        _ => classify(path, e),
+    }
+}
+
+/// A row of `table` from a bundle (`bundle`: its kind, in words) of `session` that
+/// collides with a row in the workspace (a restore).
+pub(super) fn collision(
+    path: &Path,
+    e: rusqlite::Error,
+    table: &str,
+    bundle: &str,
+    session: &str,
+) -> WriteError {
+    constraint_or(path, e, |e| {
+        format!(
+            "a row of `{table}` from the {bundle} of session `{session}` collides with a row \
+             in the workspace ({e})"
+        )
+    })
+}
+
+/// A restore whose rows break a foreign key (checked at the commit).
+pub(super) fn restored_keys_broken(e: &rusqlite::Error) -> String {
+    format!("the restored rows break a foreign key ({e})")
 }
 
 pub(crate) fn classify(path: &Path, e: rusqlite::Error) -> WriteError {

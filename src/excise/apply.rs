@@ -7,44 +7,21 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use super::{bundle_file_name, plan_on, ExcisePlan, SessionPlan};
-use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
-use crate::bundle::{Bundle, SchemaInfo};
+use super::{bundle_file_name, plan_on, SessionPlan};
+use crate::apply::{apply, Step, WritingCommand};
+use crate::bundle::Bundle;
 use crate::db::excise::Excision;
 use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
-use crate::quarantine::apply::bundle_dir_for;
-use crate::quarantine::document::state;
-use crate::quarantine::files::{check_out_dir, make_out_dir, write_durably, MadeDirs};
-use crate::release::repair_basis::WriteBasis;
-use crate::scan::{scan_workspace, ScanOptions, ScanReport};
+use crate::quarantine::apply::{BundleBasis, BundleTarget};
+use crate::quarantine::document::{record_apply, state};
+use crate::quarantine::files::{check_out_dir, make_out_dir, write_bundle, MadeDirs, WrittenFiles};
+use crate::scan::{scan_workspace, ScanOptions};
 
-/// What `doctor excise` is asked to do.
-#[derive(Clone, Debug, Default)]
-pub struct Request {
-    /// Limit the excision to these sessions (empty: every damaged one).
-    pub sessions: Vec<String>,
-    /// `--out` (default: `wsledger-quarantine` beside the database).
-    pub out: Option<PathBuf>,
-    /// Remove the events (`--apply`); otherwise only the plan is shown.
-    pub apply: bool,
-    /// Back the database up first (not with `--no-backup`).
-    pub backup: bool,
-    /// Milliseconds since the epoch.
-    pub now: i64,
-}
-
-/// Everything the plan is made from, at one snapshot.
-struct Read {
-    report: ScanReport,
-    archived: std::collections::BTreeSet<String>,
-    plan: ExcisePlan,
-    schema: SchemaInfo,
-    basis: Result<WriteBasis, Vec<String>>,
-    binding: Option<String>,
-}
+/// What `doctor excise` is asked to do (as `doctor quarantine` is).
+pub use crate::quarantine::apply::Request;
 
 fn werr(e: crate::db::write::WriteError) -> UserError {
     UserError::new(e.to_string(), e.hint())
@@ -78,28 +55,13 @@ pub fn session_json(p: &SessionPlan, bundle: Option<&Path>) -> Value {
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
-    let now = req.now;
-    let out_dir = bundle_dir_for(db, &req.sessions, req.out.as_deref(), "excised")?;
-    let Read {
-        report,
-        archived,
-        plan,
-        schema,
-        basis,
-        binding,
-    } = Workspace::read(db, |ws| {
+    let out_dir = req.bundle_dir(db, "excised")?;
+    // Everything the plan is made from, at one snapshot.
+    let (plan, basis) = Workspace::read(db, |ws| {
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
         let archived = ws.archived_sessions()?;
         let plan = plan_on(ws, &report, &archived, &req.sessions)?;
-        let facts = ws.schema_facts()?;
-        Ok(Read {
-            schema: facts.bundle_schema(),
-            basis: crate::release::repair_basis::write_basis(&facts),
-            binding: ws.root_binding()?,
-            report,
-            archived,
-            plan,
-        })
+        Ok((plan, BundleBasis::read(ws, report, archived)?))
     })?;
     for s in &req.sessions {
         if !plan.sessions.iter().any(|p| &p.session_id == s) {
@@ -108,47 +70,31 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
             ));
         }
     }
-    let stamp = crate::db::backup::utc_stamp(now);
+    let stamp = crate::db::backup::utc_stamp(req.write.now);
     let bundle_of = |p: &SessionPlan| out_dir.join(bundle_file_name(&p.session_id, &stamp));
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "excise",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": plan.sessions.iter().map(|p| {
-            session_json(p, p.excised().then(|| bundle_of(p)).as_deref())
-        }).collect::<Vec<_>>(),
-        "before": state(&report, &archived),
-        "after": plan.predicted.as_ref().map_or_else(|| state(&report, &archived), |r| state(r, &archived)),
-        "schema_basis": basis.as_ref().ok().map(WriteBasis::to_json),
-        "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
-        "notes": [],
-    });
+    let sessions = plan
+        .sessions
+        .iter()
+        .map(|p| session_json(p, p.excised().then(|| bundle_of(p)).as_deref()))
+        .collect();
+    let after = state(
+        plan.predicted.as_ref().unwrap_or(&basis.report),
+        &basis.archived,
+    );
+    let mut doc = basis.document("excise", &shown, sessions, after);
     let chosen: Vec<&SessionPlan> = plan.excised().collect();
-    if !req.apply || chosen.is_empty() {
+    if !req.write.apply || chosen.is_empty() {
         if !chosen.is_empty() {
-            match &basis {
-                Err(why) => notes.note(&format!(
-                    "dry run: nothing was written; --apply would refuse this file: {}",
-                    why.join("; ")
-                )),
-                Ok(_) => {
-                    notes.note("dry run: nothing was written; run again with --apply to excise")
-                }
-            }
+            basis.note_dry_run(notes, "excise");
         }
         return Ok(doc);
     }
 
     // --apply.
-    let refusal = basis_refusal(&basis);
-    let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
-    let mut write = ExciseWrite::new(chosen, &out_dir, &schema, &shown, now, &basis);
+    let (target, bundles) = basis.target(db, &req.write, &out_dir, &shown);
+    let mut write = ExciseWrite::new(chosen, bundles);
     let applied = apply(&target, &mut write, notes)?;
-    doc["backup"] = json!(applied.backup);
-    doc["applied"] = Value::Bool(true);
-    doc["after"] = state(&applied.after, &applied.archived_after);
+    record_apply(&mut doc, &applied);
     Ok(doc)
 }
 
@@ -157,39 +103,26 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
 /// and the events deleted in one transaction.
 pub struct ExciseWrite<'a> {
     pub chosen: Vec<&'a SessionPlan>,
-    pub out_dir: &'a Path,
+    pub bundles: BundleTarget<'a>,
     /// Each chosen session's bundle.
     pub paths: Vec<PathBuf>,
-    schema: &'a SchemaInfo,
-    /// The database as the bundles name it.
-    shown: &'a str,
-    now: i64,
-    /// The release whose schema the rows are taken from.
-    release: Option<Value>,
 }
 
 impl<'a> ExciseWrite<'a> {
-    pub fn new(
-        chosen: Vec<&'a SessionPlan>,
-        out_dir: &'a Path,
-        schema: &'a SchemaInfo,
-        shown: &'a str,
-        now: i64,
-        basis: &Result<WriteBasis, Vec<String>>,
-    ) -> ExciseWrite<'a> {
-        let stamp = crate::db::backup::utc_stamp(now);
+    pub fn new(chosen: Vec<&'a SessionPlan>, bundles: BundleTarget<'a>) -> ExciseWrite<'a> {
+        let stamp = crate::db::backup::utc_stamp(bundles.now());
         let paths = chosen
             .iter()
-            .map(|p| out_dir.join(bundle_file_name(&p.session_id, &stamp)))
+            .map(|p| {
+                bundles
+                    .out_dir
+                    .join(bundle_file_name(&p.session_id, &stamp))
+            })
             .collect();
         ExciseWrite {
             chosen,
-            out_dir,
+            bundles,
             paths,
-            schema,
-            shown,
-            now,
-            release: basis.as_ref().ok().map(WriteBasis::to_json),
         }
     }
 }
@@ -205,13 +138,13 @@ impl WritingCommand for ExciseWrite<'_> {
     type Written = ();
 
     fn check(&mut self) -> Result<(), UserError> {
-        check_out_dir(self.out_dir)
+        check_out_dir(self.bundles.out_dir)
     }
 
     fn stage(&mut self, writer: &Writer) -> Result<Staged, UserError> {
         let fresh = read_again(writer, &self.chosen)?;
         // The bundle directory only under the lock; removed again on a refusal.
-        let made = make_out_dir(self.out_dir)?;
+        let made = make_out_dir(self.bundles.out_dir)?;
         Ok(Staged { fresh, made })
     }
 
@@ -222,7 +155,7 @@ impl WritingCommand for ExciseWrite<'_> {
             "excised {} event(s) from {} session(s); bundles in {}",
             self.chosen.iter().map(|p| p.targets.len()).sum::<usize>(),
             self.chosen.len(),
-            self.out_dir.display()
+            self.bundles.out_dir.display()
         ));
         Ok(())
     }
@@ -256,20 +189,10 @@ impl ExciseWrite<'_> {
     /// every excision in one transaction. A failure before the commit removes the
     /// bundles written so far.
     fn write_excision(&self, writer: &Writer, fresh: &[Excision]) -> Result<(), UserError> {
-        let mut written: Vec<PathBuf> = Vec::new();
-        let cleanup = |written: &[PathBuf]| {
-            for p in written {
-                let _ = std::fs::remove_file(p);
-            }
-        };
+        let mut written = WrittenFiles::default();
         for ((p, x), path) in self.chosen.iter().zip(fresh).zip(&self.paths) {
-            let mut meta = Map::new();
-            meta.insert("tool".into(), json!("wsledger doctor excise"));
-            meta.insert("excised_at_ms".into(), json!(self.now));
-            meta.insert("database".into(), json!(self.shown));
-            if let Some(r) = &self.release {
-                meta.insert("release".into(), r.clone());
-            }
+            let mut meta = self.bundles.meta("wsledger doctor excise", "excised_at_ms");
+            self.bundles.add_release(&mut meta);
             meta.insert(
                 "events".into(),
                 json!(p
@@ -285,33 +208,16 @@ impl ExciseWrite<'_> {
             meta.insert("rowids".into(), json!(x.rowids));
             let bundle = Bundle {
                 session_id: x.session_id.clone(),
-                schema: self.schema.clone(),
+                schema: self.bundles.schema().clone(),
                 tables: x.tables.clone(),
                 quarantine: None,
                 kind: Some("excise".into()),
                 excise: Some(Value::Object(meta)),
             };
-            if let Err(e) = write_durably(path, &bundle.to_json_text()) {
-                cleanup(&written);
-                return Err(e);
-            }
-            written.push(path.clone());
-            let back = std::fs::read_to_string(path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| Bundle::from_json_text(&t).map_err(|e| e.to_string()));
-            if !matches!(&back, Ok(b) if *b == bundle) {
-                cleanup(&written);
-                return Err(UserError::new(
-                    format!(
-                        "bundle `{}` does not read back as written; nothing was excised",
-                        path.display()
-                    ),
-                    "check the disk and the --out directory",
-                ));
-            }
+            write_bundle(path, &bundle, &mut written, "nothing was excised", false)?;
         }
         if let Err(e) = writer.excise(fresh) {
-            cleanup(&written);
+            written.remove();
             return Err(werr(e));
         }
         Ok(())

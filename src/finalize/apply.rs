@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::{plan_finalize, Action, Plan, PlanOptions};
-use crate::apply::{apply, Step, Target, WritingCommand};
+use crate::apply::{apply, note_dry_run, Step, Target, WritingCommand};
 use crate::db::write::{ApplyOptions, Writer, TRANSCRIPT_BACKUP_SUFFIX};
 use crate::error::UserError;
 use crate::findings::Finding;
@@ -95,14 +95,8 @@ pub fn run(
         Mode::Apply { backup } if !plan.plan.is_empty() => backup,
         _ => {
             if mode == Mode::DryRun && !plan.plan.is_empty() {
-                match &plan.apply_refusal {
-                    Some(why) => notes.note(&format!(
-                        "dry run: nothing was written; --apply would refuse this file: {why}"
-                    )),
-                    None => notes.note(
-                        "dry run: nothing was written; run again with --apply to write this plan",
-                    ),
-                }
+                let refusal = plan.apply_refusal.as_deref();
+                note_dry_run(notes, refusal, "write this plan");
             }
             return Ok(Finalized {
                 plan,

@@ -497,23 +497,15 @@ fn plan_run(
                  turn: they seal it, so no terminal can be added",
             )
         }
-        RunState::TerminalWithoutStatus => {
-            return skip(
-                SkipReason::TerminalWithoutStatus,
-                format!(
-                    "terminal event {} has endInvocation but no terminal status",
-                    r.terminal_event_ids.join(", ")
-                ),
-            )
-        }
-        RunState::TerminalNotTail => {
-            return skip(
-                SkipReason::TerminalNotTail,
-                format!(
-                    "terminal event {} is not the run's last event",
-                    r.terminal_event_ids.join(", ")
-                ),
-            )
+        RunState::TerminalWithoutStatus | RunState::TerminalNotTail => {
+            let (reason, what) = if r.state == RunState::TerminalWithoutStatus {
+                let what = "has endInvocation but no terminal status";
+                (SkipReason::TerminalWithoutStatus, what)
+            } else {
+                (SkipReason::TerminalNotTail, "is not the run's last event")
+            };
+            let events = r.terminal_event_ids.join(", ");
+            return skip(reason, format!("terminal event {events} {what}"));
         }
         RunState::Stuck | RunState::AwaitingAdoption | RunState::HeaderTerminalWithoutEvent => {}
         RunState::Terminal | RunState::HeaderContradictsTerminal | RunState::NoHeader => {

@@ -7,36 +7,43 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Map, Value};
 
-use super::document::{folder_json, rows_json, state};
+use super::document::{folder_json, record_apply, rows_json, state};
 use super::files::{
     check_out_dir, folder_copy_name, io_err, make_out_dir, refuse_out_in_sessions, session_folder,
-    write_durably, Folder, MadeDirs,
+    write_bundle, Folder, MadeDirs, WrittenFiles,
 };
 use super::{bundle_file_name, damaged_sessions, Reason};
-use crate::apply::{apply, basis_refusal, Step, Target, WritingCommand};
+use crate::apply::{
+    apply, basis_refusal, note_dry_run, Step, Target, WriteOptions, WritingCommand,
+};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::files;
 use crate::db::quarantine::Deletion;
 use crate::db::write::Writer;
-use crate::db::Workspace;
+use crate::db::{DbError, Workspace};
 use crate::error::UserError;
 use crate::notes::Notes;
 use crate::release::repair_basis::WriteBasis;
 use crate::scan::WORKSPACE_AUTHORITY_SESSION;
 use crate::scan::{scan_workspace, scan_workspace_without, ScanOptions, ScanReport};
 
-/// What `doctor quarantine` is asked to do.
+/// What a command that writes bundles (`doctor quarantine`, `doctor excise`) is asked
+/// to do.
+#[derive(Clone, Debug, Default)]
 pub struct Request {
-    /// The sessions named with `--session` (none: the damaged ones).
+    /// The sessions named with `--session`: quarantine moves exactly these, excise
+    /// excises only in these (none: every damaged one).
     pub sessions: Vec<String>,
-    /// `--out` (default: `wsledger-quarantine` beside the database).
-    pub out: Option<PathBuf>,
-    /// Move the sessions (`--apply`); otherwise only the plan is shown.
-    pub apply: bool,
-    /// Back the database up first (not with `--no-backup`).
-    pub backup: bool,
-    /// Milliseconds since the epoch.
-    pub now: i64,
+    pub write: WriteOptions,
+}
+
+impl Request {
+    /// The bundle directory (`--out`, or the default), after the refusals every
+    /// command that writes bundles makes before it reads anything (see
+    /// [`bundle_dir_for`]; `verb`: what it would do to a session).
+    pub fn bundle_dir(&self, db: &Path, verb: &str) -> Result<PathBuf, UserError> {
+        bundle_dir_for(db, &self.sessions, self.write.out.as_deref(), verb)
+    }
 }
 
 /// The default bundle directory: `wsledger-quarantine` beside the database.
@@ -67,17 +74,88 @@ pub fn bundle_dir_for(
     Ok(out_dir)
 }
 
+/// What every command that writes bundles plans from besides its own reads, at the
+/// plan's snapshot: the scan and the archived sessions, the schema the bundles
+/// record, the release schema an apply writes in (or why it would refuse), and the
+/// root binding that names Maka's owner lock.
+pub struct BundleBasis {
+    pub report: ScanReport,
+    pub archived: BTreeSet<String>,
+    pub schema: SchemaInfo,
+    pub basis: Result<WriteBasis, Vec<String>>,
+    pub binding: Option<String>,
+}
+
+impl BundleBasis {
+    /// The schema and the binding read after the command's own reads (`report` and
+    /// `archived` are the scan it planned from).
+    pub fn read(
+        ws: &Workspace,
+        report: ScanReport,
+        archived: BTreeSet<String>,
+    ) -> Result<BundleBasis, DbError> {
+        let facts = ws.schema_facts()?;
+        Ok(BundleBasis {
+            report,
+            archived,
+            schema: facts.bundle_schema(),
+            basis: crate::release::repair_basis::write_basis(&facts),
+            binding: ws.root_binding()?,
+        })
+    }
+
+    /// The command's document before an apply: its `sessions`, the state now and
+    /// the state it predicts (`after`), the release schema or the refusal.
+    pub fn document(
+        &self,
+        command: &str,
+        shown: &str,
+        sessions: Vec<Value>,
+        after: Value,
+    ) -> Value {
+        json!({
+            "schema_version": 1,
+            "command": command,
+            "workspace": shown,
+            "applied": false,
+            "backup": null,
+            "sessions": sessions,
+            "before": state(&self.report, &self.archived),
+            "after": after,
+            "schema_basis": self.basis.as_ref().ok().map(WriteBasis::to_json),
+            "apply_refusal": basis_refusal(&self.basis),
+            "notes": [],
+        })
+    }
+
+    /// What a dry run that would write says (`to`: "run again with --apply to ...").
+    pub fn note_dry_run(&self, notes: &mut dyn Notes, to: &str) {
+        note_dry_run(notes, basis_refusal(&self.basis).as_deref(), to);
+    }
+
+    /// The apply of `write` on `db`, and its bundles in `out_dir` (naming the
+    /// database as `shown`).
+    pub fn target<'a>(
+        &'a self,
+        db: &'a Path,
+        write: &WriteOptions,
+        out_dir: &'a Path,
+        shown: &'a str,
+    ) -> (Target<'a>, BundleTarget<'a>) {
+        let refusal = basis_refusal(&self.basis);
+        let binding = self.binding.as_deref();
+        let target = Target::new(db, binding, refusal.as_deref(), write.backup, write.now);
+        let bundles = BundleTarget::new(out_dir, &self.schema, shown, write.now, &self.basis);
+        (target, bundles)
+    }
+}
+
 /// What a quarantine is planned from.
 struct QuarantineRead {
-    report: ScanReport,
-    archived: BTreeSet<String>,
+    basis: BundleBasis,
     targets: BTreeMap<String, Vec<Reason>>,
     deletions: Vec<Deletion>,
     predicted: ScanReport,
-    schema: SchemaInfo,
-    /// The release schema an apply writes in, or why it would refuse.
-    basis: Result<crate::release::repair_basis::WriteBasis, Vec<String>>,
-    binding: Option<String>,
     /// Titles and last activity of the target sessions.
     labels: BTreeMap<String, crate::db::diagnosis::SessionLabelRow>,
     /// The release keeps session folders (v0.1.2, v0.1.3), and each target's.
@@ -91,7 +169,7 @@ fn read_quarantine(
     ws: &Workspace,
     sessions: &[String],
     shown: &str,
-) -> Result<Result<QuarantineRead, UserError>, crate::db::DbError> {
+) -> Result<Result<QuarantineRead, UserError>, DbError> {
     let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
     let archived = ws.archived_sessions()?;
     let damaged = damaged_sessions(&report, &archived);
@@ -125,10 +203,7 @@ fn read_quarantine(
     } else {
         scan_workspace_without(ws, ScanOptions::default(), &excluded, &mut |_, _| {})?
     };
-    let facts = ws.schema_facts()?;
-    let basis = crate::release::repair_basis::write_basis(&facts);
-    let schema = facts.bundle_schema();
-    let binding = ws.root_binding()?;
+    let basis = BundleBasis::read(ws, report, archived)?;
     let labels = ws.session_labels(targets.keys().map(String::as_str))?;
     let keeps_files = ws.transcripts_in_files()?;
     let mut folders = Vec::new();
@@ -139,14 +214,10 @@ fn read_quarantine(
         }
     }
     Ok(Ok(QuarantineRead {
-        report,
-        archived,
+        basis,
         targets,
         deletions,
         predicted,
-        schema,
-        basis,
-        binding,
         labels,
         keeps_files,
         folders,
@@ -157,81 +228,50 @@ fn read_quarantine(
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     let shown = db.display().to_string();
-    let now = req.now;
-    let out_dir = bundle_dir_for(db, &req.sessions, req.out.as_deref(), "quarantined")?;
+    let out_dir = req.bundle_dir(db, "quarantined")?;
     // Everything the plan is made from, at one snapshot.
-    let QuarantineRead {
-        report,
-        archived,
-        targets,
-        deletions,
-        predicted,
-        schema,
-        basis,
-        binding,
-        labels,
-        keeps_files,
-        folders,
-    } = Workspace::read(db, |ws| read_quarantine(ws, &req.sessions, &shown))??;
-    let sessions_json = || -> Vec<Value> {
-        targets
-            .iter()
-            .zip(&deletions)
-            .zip(&folders)
-            .map(|(((s, reasons), d), folder)| {
-                let label = labels.get(s);
-                let mut v = json!({
-                    "session_id": s,
-                    "name": label.and_then(|l| l.name.clone()),
-                    "last_activity_ms": label.and_then(|l| l.last_activity_ms),
-                    "reasons": reasons,
-                    "rows": rows_json(d),
-                    "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),
-                    "blockers": d.blockers,
+    let read = Workspace::read(db, |ws| read_quarantine(ws, &req.sessions, &shown))??;
+    let targets = &read.targets;
+    let sessions = targets
+        .iter()
+        .zip(&read.deletions)
+        .zip(&read.folders)
+        .map(|(((s, reasons), d), folder)| {
+            let label = read.labels.get(s);
+            let mut v = json!({
+                "session_id": s,
+                "name": label.and_then(|l| l.name.clone()),
+                "last_activity_ms": label.and_then(|l| l.last_activity_ms),
+                "reasons": reasons,
+                "rows": rows_json(d),
+                "bundle": out_dir.join(bundle_file_name(s)).display().to_string(),
+                "blockers": d.blockers,
+            });
+            if read.keeps_files {
+                // The folder moves beside the bundle (null: the session has none).
+                v["session_files"] = folder.as_ref().map_or(Value::Null, |recs| {
+                    folder_json(db, s, ("moved_to", out_dir.join(folder_copy_name(s))), recs)
                 });
-                if keeps_files {
-                    // The folder moves beside the bundle (null: the session has none).
-                    v["session_files"] = folder.as_ref().map_or(Value::Null, |recs| {
-                        folder_json(db, s, ("moved_to", out_dir.join(folder_copy_name(s))), recs)
-                    });
-                }
-                v
-            })
-            .collect()
-    };
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "quarantine",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": sessions_json(),
-        "before": state(&report, &archived),
-        "after": state(&predicted, &archived),
-        "schema_basis": basis.as_ref().ok().map(|b| b.to_json()),
-        "apply_refusal": basis.as_ref().err().map(|w| w.join("; ")),
-        "notes": [],
-    });
+            }
+            v
+        })
+        .collect();
+    let basis = &read.basis;
+    let after = state(&read.predicted, &basis.archived);
+    let mut doc = basis.document("quarantine", &shown, sessions, after);
     // A quarantine changes no schema: Maka still refuses to open a file it refuses now.
-    if report.startup.as_ref().is_some_and(|s| !s.opens) {
+    if basis.report.startup.as_ref().is_some_and(|s| !s.opens) {
         doc["after"]["startup_blocked"] = Value::Bool(true);
     }
-    let blocked: Vec<String> = deletions
+    let blocked: Vec<String> = read
+        .deletions
         .iter()
         .filter(|d| !d.blockers.is_empty())
         .map(|d| d.session_id.clone())
         .collect();
-    if !req.apply || targets.is_empty() {
-        if !req.apply && !targets.is_empty() {
-            match &basis {
-                Err(why) => notes.note(&format!(
-                    "dry run: nothing was written; --apply would refuse this file: {}",
-                    why.join("; ")
-                )),
-                Ok(_) => {
-                    notes.note("dry run: nothing was written; run again with --apply to quarantine")
-                }
-            }
+    if !req.write.apply || targets.is_empty() {
+        if !req.write.apply && !targets.is_empty() {
+            basis.note_dry_run(notes, "quarantine");
         }
         return Ok(doc);
     }
@@ -240,7 +280,7 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
             format!(
                 "Maka's own deletion of session(s) {} would fail ({}); nothing was changed",
                 blocked.join(", "),
-                deletions
+                read.deletions
                     .iter()
                     .flat_map(|d| d.blockers.iter().cloned())
                     .collect::<Vec<_>>()
@@ -251,15 +291,12 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
     }
 
     // --apply.
-    let refusal = basis_refusal(&basis);
-    let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
-    let mut write = QuarantineWrite::new(&targets, &out_dir, &schema, &shown, now, &basis);
+    let (target, bundles) = basis.target(db, &req.write, &out_dir, &shown);
+    let mut write = QuarantineWrite { targets, bundles };
     let applied = apply(&target, &mut write, notes)?;
+    record_apply(&mut doc, &applied);
     let (moved, written_notes) = applied.written;
-    doc["backup"] = json!(applied.backup);
     doc["notes"] = json!(written_notes);
-    doc["applied"] = Value::Bool(true);
-    doc["after"] = state(&applied.after, &applied.archived_after);
     notes.note(&format!(
         "quarantined {moved} session(s); bundles in {}",
         out_dir.display()
@@ -267,38 +304,67 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
     Ok(doc)
 }
 
-/// A quarantine's part of an apply: the bundle directory checked (before the lock)
-/// and made (under it), the sessions read again, then [`write_quarantine`].
-pub struct QuarantineWrite<'a> {
-    pub targets: &'a BTreeMap<String, Vec<Reason>>,
+/// Where a command's bundles go, and what each records besides its rows: the schema
+/// they are taken in, the database as the bundles name it, the time, and the release
+/// whose schema that is (a restore refuses a workspace of another generation).
+pub struct BundleTarget<'a> {
     pub out_dir: &'a Path,
     schema: &'a SchemaInfo,
-    /// The database as the bundles name it.
     shown: &'a str,
     now: i64,
-    /// The release whose schema the rows are taken from.
     release: Option<Value>,
 }
 
-impl<'a> QuarantineWrite<'a> {
+impl<'a> BundleTarget<'a> {
     pub fn new(
-        targets: &'a BTreeMap<String, Vec<Reason>>,
         out_dir: &'a Path,
         schema: &'a SchemaInfo,
         shown: &'a str,
         now: i64,
         basis: &Result<WriteBasis, Vec<String>>,
-    ) -> QuarantineWrite<'a> {
-        let release = basis.as_ref().ok().map(|b| b.to_json());
-        QuarantineWrite {
-            targets,
+    ) -> BundleTarget<'a> {
+        BundleTarget {
             out_dir,
             schema,
             shown,
             now,
-            release,
+            release: basis.as_ref().ok().map(WriteBasis::to_json),
         }
     }
+
+    /// The time the bundles record (milliseconds since the epoch).
+    pub fn now(&self) -> i64 {
+        self.now
+    }
+
+    /// The schema the rows are taken in.
+    pub fn schema(&self) -> &SchemaInfo {
+        self.schema
+    }
+
+    /// The start of a bundle's record of itself: the tool, when (under `at`), and
+    /// the database.
+    pub fn meta(&self, tool: &str, at: &str) -> Map<String, Value> {
+        let mut meta = Map::new();
+        meta.insert("tool".into(), json!(tool));
+        meta.insert(at.into(), json!(self.now));
+        meta.insert("database".into(), json!(self.shown));
+        meta
+    }
+
+    /// The release whose schema the rows are taken in, into `meta` (when known).
+    pub fn add_release(&self, meta: &mut Map<String, Value>) {
+        if let Some(r) = &self.release {
+            meta.insert("release".into(), r.clone());
+        }
+    }
+}
+
+/// A quarantine's part of an apply: the bundle directory checked (before the lock)
+/// and made (under it), the sessions read again, then [`write_quarantine`].
+pub struct QuarantineWrite<'a> {
+    pub targets: &'a BTreeMap<String, Vec<Reason>>,
+    pub bundles: BundleTarget<'a>,
 }
 
 /// What a quarantine reads again and makes under the lock.
@@ -315,13 +381,13 @@ impl WritingCommand for QuarantineWrite<'_> {
     type Written = (usize, Vec<String>);
 
     fn check(&mut self) -> Result<(), UserError> {
-        check_out_dir(self.out_dir)
+        check_out_dir(self.bundles.out_dir)
     }
 
     fn stage(&mut self, writer: &Writer) -> Result<Staged, UserError> {
         let (fresh, generation, folders) = read_targets(writer, self.targets)?;
         // The bundle directory only under the lock; removed again on a refusal.
-        let made = make_out_dir(self.out_dir)?;
+        let made = make_out_dir(self.bundles.out_dir)?;
         Ok(Staged {
             fresh,
             generation,
@@ -337,28 +403,13 @@ impl WritingCommand for QuarantineWrite<'_> {
             &staged.fresh,
             &staged.folders,
             staged.generation,
-            self.out_dir,
-            self.schema,
-            self.shown,
-            self.now,
-            self.release.as_ref(),
+            &self.bundles,
         )?;
         staged.made.keep();
         for n in &written_notes {
             step.notes.warn(n);
         }
         Ok((moved, written_notes))
-    }
-}
-
-fn bundle_of(d: &Deletion, schema: &SchemaInfo, meta: Map<String, Value>) -> Bundle {
-    Bundle {
-        session_id: d.session_id.clone(),
-        schema: schema.clone(),
-        tables: d.tables.clone(),
-        quarantine: Some(Value::Object(meta)),
-        kind: Some("quarantine".into()),
-        excise: None,
     }
 }
 
@@ -401,46 +452,25 @@ pub fn read_targets(
 /// `sessions/` (a folder without a session row is refused unless tombstoned): until
 /// the commit the folder and its row are both there; after it the folder is
 /// tombstoned, so one left behind by a crash is accepted (and still in the bundle).
-#[allow(clippy::too_many_arguments)]
 pub fn write_quarantine(
     writer: &Writer,
     targets: &BTreeMap<String, Vec<Reason>>,
     fresh: &[Deletion],
     folders: &[Folder],
     generation: Option<i64>,
-    out_dir: &Path,
-    schema: &SchemaInfo,
-    shown: &str,
-    now: i64,
-    release: Option<&Value>,
+    bundles: &BundleTarget<'_>,
 ) -> Result<(usize, Vec<String>), UserError> {
     let werr = |e: crate::db::write::WriteError| UserError::new(e.to_string(), e.hint());
     let db = writer.path().to_path_buf();
+    let out_dir = bundles.out_dir;
     let removed_meta = fresh.iter().filter(|d| d.has_metadata()).count() as i64;
     let all: Vec<Value> = targets.keys().map(|s| Value::from(s.clone())).collect();
-    // Bundles and folder copies written so far (removed again on a failure).
-    let mut written: Vec<PathBuf> = Vec::new();
-    let cleanup = |written: &[PathBuf]| {
-        for p in written {
-            let _ = if p.is_dir() {
-                std::fs::remove_dir_all(p)
-            } else {
-                std::fs::remove_file(p)
-            };
-        }
-    };
+    let mut written = WrittenFiles::default();
     for (((s, reasons), d), folder) in targets.iter().zip(fresh).zip(folders) {
-        let mut meta = Map::new();
-        meta.insert("tool".into(), json!("wsledger doctor quarantine"));
-        meta.insert("quarantined_at_ms".into(), json!(now));
-        meta.insert("database".into(), json!(shown));
+        let mut meta = bundles.meta("wsledger doctor quarantine", "quarantined_at_ms");
         meta.insert("sessions".into(), Value::Array(all.clone()));
         meta.insert("reasons".into(), json!(reasons));
-        if let Some(r) = release {
-            // The release whose schema the rows were taken from; restore refuses a
-            // workspace of another generation.
-            meta.insert("release".into(), r.clone());
-        }
+        bundles.add_release(&mut meta);
         meta.insert("rowids".into(), json!(d.rowids));
         meta.insert("tombstone_added".into(), json!(d.tombstone.is_none()));
         meta.insert(
@@ -465,7 +495,7 @@ pub fn write_quarantine(
                 )
             })();
             if let Err(e) = copied {
-                cleanup(&written);
+                written.remove();
                 return Err(io_err("copy the session folder into", &copy, &e));
             }
             written.push(copy);
@@ -478,43 +508,19 @@ pub fn write_quarantine(
                 }),
             );
         }
-        let bundle = bundle_of(d, schema, meta);
+        let bundle = Bundle {
+            session_id: d.session_id.clone(),
+            schema: bundles.schema.clone(),
+            tables: d.tables.clone(),
+            quarantine: Some(Value::Object(meta)),
+            kind: Some("quarantine".into()),
+            excise: None,
+        };
         let path = out_dir.join(bundle_file_name(s));
-        if let Err(e) = write_durably(&path, &bundle.to_json_text()) {
-            cleanup(&written);
-            return Err(e);
-        }
-        written.push(path.clone());
-        // Read it back: the file must hold exactly the rows about to be deleted.
-        let back = std::fs::read_to_string(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| Bundle::from_json_text(&t).map_err(|e| e.to_string()));
-        match back {
-            Ok(b) if b == bundle => {}
-            Ok(_) => {
-                cleanup(&written);
-                return Err(UserError::new(
-                    format!(
-                        "bundle `{}` does not read back as written; nothing was deleted",
-                        path.display()
-                    ),
-                    "check the disk and the --out directory",
-                ));
-            }
-            Err(e) => {
-                cleanup(&written);
-                return Err(UserError::new(
-                    format!(
-                        "bundle `{}` cannot be read back ({e}); nothing was deleted",
-                        path.display()
-                    ),
-                    "check the disk and the --out directory",
-                ));
-            }
-        }
+        write_bundle(&path, &bundle, &mut written, "nothing was deleted", true)?;
     }
-    if let Err(e) = writer.quarantine(fresh, generation, now) {
-        cleanup(&written);
+    if let Err(e) = writer.quarantine(fresh, generation, bundles.now) {
+        written.remove();
         return Err(werr(e));
     }
     // The rows are gone and the sessions tombstoned: now their folders go, as the

@@ -1,11 +1,14 @@
 //! The JSON document `doctor quarantine` and `doctor restore` print (rendered by
-//! `report::quarantine`): the gate and start-up state, rows per table, folders.
+//! `report::bundle`): the gate and start-up state, rows per table, folders, the head
+//! of a restore's document and what an apply did.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
+use crate::apply::Applied;
+use crate::bundle::Bundle;
 use crate::db::files::{self, FileRecord};
 use crate::db::quarantine::Deletion;
 use crate::scan::startup::startup_blockers;
@@ -28,6 +31,44 @@ pub fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
             })
             .collect::<Vec<_>>(),
     })
+}
+
+/// What an apply did, into the document of the command that ran it: the backup,
+/// `applied`, and the state the rescan found (`after`).
+pub fn record_apply<W>(doc: &mut Value, applied: &Applied<W>) {
+    doc["backup"] = json!(applied.backup);
+    doc["applied"] = Value::Bool(true);
+    doc["after"] = state(&applied.after, &applied.archived_after);
+}
+
+/// `doctor restore`'s document before an apply (`kind`: the bundles', when not
+/// quarantine bundles): its `sessions` and the state now (`before`).
+pub fn restore_document(
+    shown: &str,
+    kind: Option<&str>,
+    sessions: Vec<Value>,
+    before: Value,
+) -> Value {
+    let mut doc = json!({"schema_version": 1, "command": "restore"});
+    if let Some(kind) = kind {
+        doc["kind"] = json!(kind);
+    }
+    doc["workspace"] = json!(shown);
+    doc["applied"] = Value::Bool(false);
+    doc["backup"] = Value::Null;
+    doc["sessions"] = Value::Array(sessions);
+    doc["before"] = before;
+    doc["notes"] = json!([]);
+    doc
+}
+
+/// Rows per table of a bundle (tables without rows left out).
+pub fn bundle_rows_json(bundle: &Bundle) -> Value {
+    let rows = bundle.tables.iter().filter(|(_, r)| !r.is_empty());
+    Value::Object(
+        rows.map(|(t, r)| (t.clone(), Value::from(r.len())))
+            .collect(),
+    )
 }
 
 pub fn rows_json(d: &Deletion) -> Value {

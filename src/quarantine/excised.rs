@@ -5,13 +5,12 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::document::state;
-use crate::apply::{apply, Step, Target, WritingCommand};
+use super::document::{bundle_rows_json, record_apply, restore_document, state};
+use crate::apply::{apply, note_dry_run, write_only, Step, Target, WriteOptions};
 use crate::bundle::Bundle;
 use crate::db::excise::ExcisionRestore;
-use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
@@ -64,9 +63,7 @@ pub fn parse_bundle(path: &Path, bundle: Bundle) -> Result<Parsed, UserError> {
 pub fn run(
     db: &Path,
     parsed: &[Parsed],
-    apply_it: bool,
-    backup: bool,
-    now: i64,
+    opts: &WriteOptions,
     notes: &mut dyn Notes,
 ) -> Result<Value, UserError> {
     let shown = db.display().to_string();
@@ -115,40 +112,30 @@ pub fn run(
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
         Ok(Ok((report, ws.archived_sessions()?, ws.root_binding()?)))
     })??;
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "restore",
-        "kind": "excise",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": parsed.iter().map(|p| {
-            let counts: Map<String, Value> = p.bundle.tables.iter()
-                .filter(|(_, r)| !r.is_empty())
-                .map(|(t, r)| (t.clone(), Value::from(r.len())))
-                .collect();
+    let sessions = parsed
+        .iter()
+        .map(|p| {
             json!({
                 "session_id": p.bundle.session_id,
                 "events": p.item.events,
-                "rows": counts,
+                "rows": bundle_rows_json(&p.bundle),
                 "bundle": p.path.display().to_string(),
             })
-        }).collect::<Vec<_>>(),
-        "before": state(&report, &archived),
-        "notes": [],
-    });
-    if !apply_it {
-        notes.note("dry run: nothing was written; run again with --apply to restore");
+        })
+        .collect();
+    let before = state(&report, &archived);
+    let mut doc = restore_document(&shown, Some("excise"), sessions, before);
+    if !opts.apply {
+        note_dry_run(notes, None, "restore");
         return Ok(doc);
     }
-    let target = Target::new(db, binding.as_deref(), None, backup, now);
-    let applied = apply(&target, &mut ExcisedRestoreWrite { parsed }, notes)?;
-    doc["backup"] = json!(applied.backup);
+    let target = Target::new(db, binding.as_deref(), None, opts.backup, opts.now);
+    let mut write = write_only(|step| write_excised(step, parsed));
+    let applied = apply(&target, &mut write, notes)?;
+    record_apply(&mut doc, &applied);
     if let Some(n) = applied.written {
         doc["notes"] = json!([n]);
     }
-    doc["applied"] = Value::Bool(true);
-    doc["after"] = state(&applied.after, &applied.archived_after);
     notes.note(&format!(
         "restored the excised rows of {} bundle(s)",
         parsed.len()
@@ -157,30 +144,17 @@ pub fn run(
 }
 
 /// An excision restore's part of an apply: every row inserted in one transaction.
-struct ExcisedRestoreWrite<'a> {
-    parsed: &'a [Parsed],
-}
-
-impl WritingCommand for ExcisedRestoreWrite<'_> {
-    type Staged = ();
-    /// The note on rows that got a new rowid, if any did.
-    type Written = Option<String>;
-
-    fn stage(&mut self, _writer: &Writer) -> Result<(), UserError> {
-        Ok(())
+/// Returns the note on rows that got a new rowid, if any did.
+fn write_excised(step: Step<'_>, parsed: &[Parsed]) -> Result<Option<String>, UserError> {
+    let items: Vec<ExcisionRestore> = parsed.iter().map(|p| p.item.clone()).collect();
+    let moved = step
+        .writer
+        .restore_excised(&items)
+        .map_err(|e| UserError::new(e.to_string(), e.hint()))?;
+    if moved == 0 {
+        return Ok(None);
     }
-
-    fn write(&mut self, step: Step<'_>, _staged: ()) -> Result<Option<String>, UserError> {
-        let items: Vec<ExcisionRestore> = self.parsed.iter().map(|p| p.item.clone()).collect();
-        let moved = step
-            .writer
-            .restore_excised(&items)
-            .map_err(|e| UserError::new(e.to_string(), e.hint()))?;
-        if moved == 0 {
-            return Ok(None);
-        }
-        let n = format!("{moved} row(s) got a new rowid: their old one was taken since");
-        step.notes.note(&n);
-        Ok(Some(n))
-    }
+    let n = format!("{moved} row(s) got a new rowid: their old one was taken since");
+    step.notes.note(&n);
+    Ok(Some(n))
 }

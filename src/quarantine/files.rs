@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::bundle::Bundle;
 use crate::db::files::{self, FileRecord};
 use crate::error::UserError;
 
@@ -32,6 +33,59 @@ pub fn write_durably(path: &Path, text: &str) -> Result<(), UserError> {
         .and_then(|d| d.sync_all())
         .map_err(|e| io_err("sync", dir, &e))?;
     Ok(())
+}
+
+/// What a write has put in the bundle directory so far (bundles, folder copies):
+/// removed again when the write stops before its commit.
+#[derive(Default)]
+pub struct WrittenFiles(Vec<PathBuf>);
+
+impl WrittenFiles {
+    pub fn push(&mut self, path: PathBuf) {
+        self.0.push(path);
+    }
+
+    /// Removes everything written so far.
+    pub fn remove(&self) {
+        for p in &self.0 {
+            let _ = if p.is_dir() {
+                std::fs::remove_dir_all(p)
+            } else {
+                std::fs::remove_file(p)
+            };
+        }
+    }
+}
+
+/// Writes `bundle` to `path` durably and reads it back: the file must hold exactly
+/// the rows about to go. On a failure everything `written` so far is removed, and the
+/// refusal ends with `nothing` ("nothing was deleted"); `say_why`: it names why a
+/// bundle cannot be read back.
+pub fn write_bundle(
+    path: &Path,
+    bundle: &Bundle,
+    written: &mut WrittenFiles,
+    nothing: &str,
+    say_why: bool,
+) -> Result<(), UserError> {
+    if let Err(e) = write_durably(path, &bundle.to_json_text()) {
+        written.remove();
+        return Err(e);
+    }
+    written.push(path.to_path_buf());
+    let back = std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Bundle::from_json_text(&t).map_err(|e| e.to_string()));
+    let problem = match back {
+        Ok(b) if b == *bundle => return Ok(()),
+        Err(e) if say_why => format!("cannot be read back ({e})"),
+        _ => "does not read back as written".to_owned(),
+    };
+    written.remove();
+    Err(UserError::new(
+        format!("bundle `{}` {problem}; {nothing}", path.display()),
+        "check the disk and the --out directory",
+    ))
 }
 
 /// Refuses a bundle directory that cannot be made or written, creating nothing: the

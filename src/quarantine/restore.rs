@@ -6,15 +6,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
-use super::document::{folder_json, state};
+use super::document::{bundle_rows_json, folder_json, record_apply, restore_document, state};
 use super::files::folder_copy_name;
-use crate::apply::{apply, Step, Target, WritingCommand};
+use crate::apply::{apply, note_dry_run, write_only, Step, Target, WriteOptions};
 use crate::bundle::{Bundle, SchemaInfo};
 use crate::db::files::{self, FileRecord};
 use crate::db::quarantine::RestoreItem;
-use crate::db::write::Writer;
 use crate::db::Workspace;
 use crate::error::UserError;
 use crate::notes::Notes;
@@ -24,12 +23,8 @@ use crate::scan::{scan_workspace, ScanOptions, ScanReport};
 pub struct Request {
     /// The bundles written by `doctor quarantine --apply` or `doctor excise --apply`.
     pub bundles: Vec<PathBuf>,
-    /// Write (`--apply`); otherwise only the checks and the plan.
-    pub apply: bool,
-    /// Back the database up first (not with `--no-backup`).
-    pub backup: bool,
-    /// Milliseconds since the epoch.
-    pub now: i64,
+    /// `--apply` (otherwise only the checks and the plan), `--no-backup`; no `--out`.
+    pub write: WriteOptions,
 }
 
 /// Checks the bundles against `db` and plans `doctor restore`, and with `apply`
@@ -37,7 +32,7 @@ pub struct Request {
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
     // Excision bundles have their own restore.
     if let Some(excised) = excision_bundles(&req.bundles)? {
-        return super::excised::run(db, &excised, req.apply, req.backup, req.now, notes);
+        return super::excised::run(db, &excised, &req.write, notes);
     }
     let shown = db.display().to_string();
     let parsed = req
@@ -57,20 +52,12 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
     // The checks and the plan at one snapshot.
     let (binding, report, archived, in_place) =
         Workspace::read(db, |ws| read_restore(ws, &parsed, &shown))??;
-    let mut doc = json!({
-        "schema_version": 1,
-        "command": "restore",
-        "workspace": shown,
-        "applied": false,
-        "backup": null,
-        "sessions": parsed.iter().map(|p| {
-            let counts: Map<String, Value> = p.bundle.tables.iter()
-                .filter(|(_, r)| !r.is_empty())
-                .map(|(t, r)| (t.clone(), Value::from(r.len())))
-                .collect();
+    let sessions = parsed
+        .iter()
+        .map(|p| {
             let mut v = json!({
                 "session_id": p.bundle.session_id,
-                "rows": counts,
+                "rows": bundle_rows_json(&p.bundle),
                 "bundle": p.path.display().to_string(),
             });
             if let Some((copy, recs)) = &p.files {
@@ -78,129 +65,117 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
                     folder_json(db, &p.bundle.session_id, ("from", copy.clone()), recs);
             }
             v
-        }).collect::<Vec<_>>(),
-        "before": state(&report, &archived),
-        "notes": [],
-    });
-    if !req.apply {
-        notes.note("dry run: nothing was written; run again with --apply to restore");
+        })
+        .collect();
+    let before = state(&report, &archived);
+    let mut doc = restore_document(&shown, None, sessions, before);
+    if !req.write.apply {
+        note_dry_run(notes, None, "restore");
         return Ok(doc);
     }
-    let target = Target::new(db, binding.as_deref(), None, req.backup, req.now);
-    let mut write = RestoreWrite {
-        parsed: &parsed,
-        ids: &ids,
-        in_place: &in_place,
-    };
+    let target = Target::new(
+        db,
+        binding.as_deref(),
+        None,
+        req.write.backup,
+        req.write.now,
+    );
+    let mut write = write_only(|step| write_restore(step, &parsed, &ids, &in_place));
     let applied = apply(&target, &mut write, notes)?;
-    let outcome = applied.written;
-    doc["backup"] = json!(applied.backup);
-    doc["applied"] = Value::Bool(true);
-    doc["after"] = state(&applied.after, &applied.archived_after);
-    doc["notes"] = json!(outcome);
+    record_apply(&mut doc, &applied);
+    doc["notes"] = json!(applied.written);
     notes.note(&format!("restored {} session(s)", parsed.len()));
     Ok(doc)
 }
 
 /// A restore's part of an apply: the session folders put back (staged beside
-/// `sessions/`), then every row inserted in one transaction.
-struct RestoreWrite<'a> {
-    parsed: &'a [Parsed],
-    ids: &'a BTreeSet<String>,
-    in_place: &'a [bool],
-}
-
-impl WritingCommand for RestoreWrite<'_> {
-    type Staged = ();
-    /// The notes on what did not go back exactly as it was.
-    type Written = Vec<String>;
-
-    fn stage(&mut self, _writer: &Writer) -> Result<(), UserError> {
-        Ok(())
-    }
-
-    fn write(&mut self, step: Step<'_>, _staged: ()) -> Result<Vec<String>, UserError> {
-        let (writer, printed) = (step.writer, step.notes);
-        let (parsed, ids, in_place) = (self.parsed, self.ids, self.in_place);
-        let db = writer.path().to_path_buf();
-        // The catalog generation goes back to its value before the quarantine only when
-        // every session of that quarantine comes back together and nothing else moved it.
-        let first = parsed[0].generation;
-        let whole_batch = parsed.iter().all(|p| p.generation == first)
-            && parsed[0].sessions.iter().cloned().collect::<BTreeSet<_>>() == *ids;
-        let generation = if whole_batch { first } else { None };
-        let items: Vec<RestoreItem> = parsed
-            .iter()
-            .map(|p| RestoreItem {
-                session_id: p.bundle.session_id.clone(),
-                tables: p.bundle.tables.clone(),
-                rowids: p.rowids.clone(),
-                remove_tombstone: p.tombstone_added,
-            })
-            .collect();
-        // The folders first: until the transaction below removes the tombstone, a folder
-        // of a tombstoned session is one v0.1.2 and v0.1.3 accept at open; staged beside
-        // `sessions/` (never in it), then renamed into place.
-        let mut placed: Vec<PathBuf> = Vec::new();
-        let unplace = |placed: &[PathBuf]| {
-            for d in placed {
-                let _ = files::remove_tree(d);
-            }
+/// `sessions/`), then every row inserted in one transaction. Returns the notes on what
+/// did not go back exactly as it was.
+fn write_restore(
+    step: Step<'_>,
+    parsed: &[Parsed],
+    ids: &BTreeSet<String>,
+    in_place: &[bool],
+) -> Result<Vec<String>, UserError> {
+    let (writer, printed) = (step.writer, step.notes);
+    let db = writer.path().to_path_buf();
+    // The catalog generation goes back to its value before the quarantine only when
+    // every session of that quarantine comes back together and nothing else moved it.
+    let first = parsed[0].generation;
+    let whole_batch = parsed.iter().all(|p| p.generation == first)
+        && parsed[0].sessions.iter().cloned().collect::<BTreeSet<_>>() == *ids;
+    let generation = if whole_batch { first } else { None };
+    let items: Vec<RestoreItem> = parsed
+        .iter()
+        .map(|p| RestoreItem {
+            session_id: p.bundle.session_id.clone(),
+            tables: p.bundle.tables.clone(),
+            rowids: p.rowids.clone(),
+            remove_tombstone: p.tombstone_added,
+        })
+        .collect();
+    // The folders first: until the transaction below removes the tombstone, a folder
+    // of a tombstoned session is one v0.1.2 and v0.1.3 accept at open; staged beside
+    // `sessions/` (never in it), then renamed into place.
+    let mut placed: Vec<PathBuf> = Vec::new();
+    let unplace = |placed: &[PathBuf]| {
+        for d in placed {
+            let _ = files::remove_tree(d);
+        }
+    };
+    for (p, already) in parsed.iter().zip(in_place) {
+        let (Some((copy, recs)), false) = (&p.files, *already) else {
+            continue;
         };
-        for (p, already) in parsed.iter().zip(in_place) {
-            let (Some((copy, recs)), false) = (&p.files, *already) else {
-                continue;
-            };
-            let id = &p.bundle.session_id;
-            let dest = files::session_dir(&db, id);
-            let root = files::workspace_root(&db);
-            let put = (|| {
-                if let Some(parent) = dest.parent().filter(|d| !d.exists()) {
-                    std::fs::create_dir(parent)?;
-                    files::sync_dir(&root)?;
-                }
-                files::copy_tree(
-                    copy,
-                    recs,
-                    &root.join(format!(".wsledger-restore-{id}.tmp")),
-                    &dest,
-                )
-            })();
-            if let Err(e) = put {
-                unplace(&placed);
-                return Err(UserError::new(
-                    format!(
-                        "cannot put the session folder back into `{}`: {e}; nothing was changed",
-                        dest.display()
-                    ),
-                    "check the permissions of the workspace directory (and free disk space)",
-                ));
+        let id = &p.bundle.session_id;
+        let dest = files::session_dir(&db, id);
+        let root = files::workspace_root(&db);
+        let put = (|| {
+            if let Some(parent) = dest.parent().filter(|d| !d.exists()) {
+                std::fs::create_dir(parent)?;
+                files::sync_dir(&root)?;
             }
-            placed.push(dest);
-        }
-        let outcome = writer.restore(&items, generation).map_err(|e| {
+            files::copy_tree(
+                copy,
+                recs,
+                &root.join(format!(".wsledger-restore-{id}.tmp")),
+                &dest,
+            )
+        })();
+        if let Err(e) = put {
             unplace(&placed);
-            UserError::from(e)
-        })?;
-        let mut notes = Vec::new();
-        if !outcome.generation_restored {
-            notes.push(
-                "session_catalog_state.generation was left counting up (other sessions of the \
-                 quarantine stay out, or the catalog changed since): Maka rereads its catalog"
-                    .to_owned(),
-            );
-        }
-        if outcome.rowids_moved > 0 {
-            notes.push(format!(
-                "{} row(s) got a new rowid: their old one was taken since",
-                outcome.rowids_moved
+            return Err(UserError::new(
+                format!(
+                    "cannot put the session folder back into `{}`: {e}; nothing was changed",
+                    dest.display()
+                ),
+                "check the permissions of the workspace directory (and free disk space)",
             ));
         }
-        for n in &notes {
-            printed.note(n);
-        }
-        Ok(notes)
+        placed.push(dest);
     }
+    let outcome = writer.restore(&items, generation).map_err(|e| {
+        unplace(&placed);
+        UserError::from(e)
+    })?;
+    let mut notes = Vec::new();
+    if !outcome.generation_restored {
+        notes.push(
+            "session_catalog_state.generation was left counting up (other sessions of the \
+             quarantine stay out, or the catalog changed since): Maka rereads its catalog"
+                .to_owned(),
+        );
+    }
+    if outcome.rowids_moved > 0 {
+        notes.push(format!(
+            "{} row(s) got a new rowid: their old one was taken since",
+            outcome.rowids_moved
+        ));
+    }
+    for n in &notes {
+        printed.note(n);
+    }
+    Ok(notes)
 }
 
 /// The bundles read as excision bundles when every one is (`None` when none is; an

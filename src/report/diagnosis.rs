@@ -34,7 +34,8 @@ fn session_label(name: Option<&str>, id: &str) -> String {
     }
 }
 
-fn state_line(a: &After) -> String {
+/// The gate, start-up and stuck runs of a state, in one line.
+pub(super) fn state_line(a: &After) -> String {
     format!(
         "tool writes {}; start-up {}; {} stuck run(s)",
         if a.tool_writes_refused {

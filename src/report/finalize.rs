@@ -53,6 +53,11 @@ pub fn render_plan(
     }
 }
 
+/// The "session / run" cell: the session over the run.
+fn run_cell(session: &str, run: &str) -> Cell {
+    Cell::new(format!("{}\n{}", sanitize(session), sanitize(run)))
+}
+
 fn table(opts: &RenderOpts, header: Vec<&str>) -> Table {
     let mut t = Table::new();
     t.load_style(presets::UTF8_FULL_CONDENSED)
@@ -111,11 +116,7 @@ fn render_table(
                 event.push_str(&format!("\nsettles {}", sanitize(op)));
             }
             t.add_row(vec![
-                Cell::new(format!(
-                    "{}\n{}",
-                    sanitize(&e.session_id),
-                    sanitize(&e.run_id)
-                )),
+                run_cell(&e.session_id, &e.run_id),
                 Cell::new(e.action.as_str()),
                 Cell::new(status),
                 Cell::new(event),
@@ -142,11 +143,7 @@ fn render_table(
         let mut t = table(opts, vec!["session / run", "reason", "detail"]);
         for s in &plan.skipped {
             t.add_row(vec![
-                Cell::new(format!(
-                    "{}\n{}",
-                    sanitize(&s.session_id),
-                    sanitize(&s.run_id)
-                )),
+                run_cell(&s.session_id, &s.run_id),
                 Cell::new(s.reason.as_str()),
                 Cell::new(sanitize(&s.detail)),
             ]);

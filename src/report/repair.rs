@@ -67,21 +67,7 @@ pub fn render_repair(
             writeln!(out, "  finalized {} run(s)", doc["finalized_runs"])?;
         }
         if let Some(a) = after {
-            writeln!(
-                out,
-                "rescan: tool writes {}; start-up {}; {} stuck run(s)",
-                if a.tool_writes_refused {
-                    "REFUSED"
-                } else {
-                    "accepted"
-                },
-                if a.startup_blocked {
-                    "BLOCKED"
-                } else {
-                    "not blocked"
-                },
-                a.stuck_runs
-            )?;
+            writeln!(out, "rescan: {}", super::diagnosis::state_line(a))?;
         }
         Ok(())
     }
