@@ -301,11 +301,9 @@ fn a_stuck_run_whose_rows_carry_two_invocation_ids_is_told_quarantine_not_finali
         .map(|s| s["action"].as_str().unwrap())
         .collect();
     assert_eq!(steps, ["quarantine"], "{d:#}");
-    let f = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "run_stuck_running" && f["run_id"] == STUCK_RUN)
+    let f = common::findings_with(&doc, "run_stuck_running")
+        .into_iter()
+        .find(|f| f["run_id"] == STUCK_RUN)
         .unwrap();
     let hint = f["hint"].as_str().unwrap();
     assert!(hint.contains("doctor quarantine"), "{hint}");

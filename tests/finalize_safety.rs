@@ -6,10 +6,10 @@
 mod common;
 
 use std::path::Path;
-use std::time::Instant;
 
 use common::crash::{trials, Killer};
 use common::finalize::*;
+use common::writing::{assert_refused, ROOT_ID};
 use common::{integrity_ok, stderr, write_marker};
 use wsledger::db::write::{ApplyOptions, WriteError, Writer};
 use wsledger::finalize::plan_finalize;
@@ -28,14 +28,11 @@ fn no_backups(ws: &Ws) -> bool {
 #[test]
 fn apply_is_refused_while_makas_owner_lock_is_held() {
     let ws = Ws::copy("stuck-running");
-    let root = "0123456789abcdef".repeat(4);
-    write_marker(&ws.root(), &root);
-    let before = ws.hash();
     // Maka's lock: an OFD fcntl write lock on <namespace>/<rootId>/owner.lock.
-    let held = wsledger::lock::acquire(&ws.control(), std::slice::from_ref(&root)).unwrap();
+    let held = ws.hold_owner_lock();
+    let before = ws.hash();
     let o = ws.finalize(&["--apply"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(o.stdout.is_empty());
+    assert_refused(&o);
     let err = stderr(&o);
     assert!(
         err.contains("error:") && err.contains("owner.lock"),
@@ -50,7 +47,7 @@ fn apply_is_refused_while_makas_owner_lock_is_held() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("owner lock:"), "{}", stderr(&o));
     use std::os::unix::fs::PermissionsExt;
-    let lock = ws.control().join(&root).join("owner.lock");
+    let lock = ws.control().join(ROOT_ID).join("owner.lock");
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&lock), 0o600);
     assert_eq!(mode(lock.parent().unwrap()), 0o700);
@@ -258,22 +255,16 @@ fn a_killed_apply_leaves_the_file_unchanged_or_fully_finalized() {
     let untouched = Ws::copy("stuck-running");
     let original = untouched.dump();
     let done = Ws::copy("stuck-running");
-    let start = Instant::now();
-    assert!(done.finalize_env(&args, &env).status.success());
-    let full_run = start.elapsed();
+    let mut killer = Killer::timing(done.finalize_command(&args, &env));
     let finalized = done.dump();
     assert_ne!(original, finalized);
 
-    let mut killer = Killer::new(full_run);
     let seed = killer.seed;
     let (mut unchanged, mut complete) = (0, 0);
     for trial in 0..trials {
-        let ws = Ws::copy("stuck-running");
-        killer.run(ws.finalize_command(&args, &env));
-        assert!(
-            integrity_ok(&ws.db()),
-            "trial {trial} (seed {seed}): integrity"
-        );
+        let ws = killer.kill_on_copy("stuck-running", trial, |ws| {
+            ws.finalize_command(&args, &env)
+        });
         let rows = ws.dump();
         if rows == original {
             unchanged += 1;

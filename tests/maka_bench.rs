@@ -4,10 +4,9 @@
 //! in Maka's order), its two stuck runs, and nothing else. Skipped, saying how to get
 //! the file, when it is not unpacked. Not timed: speed is `benches/scan.rs`'s.
 
-#[allow(dead_code)]
-#[path = "../benches/common/maka_bench.rs"]
-mod maka_bench;
+mod common;
 
+use common::maka_bench;
 use serde_json::Value;
 use wsledger::scan::{scan_path, ScanOptions};
 

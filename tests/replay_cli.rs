@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{names, snapshot};
+use common::{findings_with, names, snapshot};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wsledger::db::session::SESSION_QUERIES;
@@ -392,12 +392,7 @@ fn an_edited_tool_projection_shows_exactly_that_divergence() {
     // `doctor scan` reports the same disagreement (its message format is unchanged).
     let o = wsledger(&["doctor", "scan", ws, "--format", "json"]);
     let scan = json_out(&o);
-    let f: Vec<&Value> = scan["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "projection_operation_mismatch")
-        .collect();
+    let f = findings_with(&scan, "projection_operation_mismatch");
     assert_eq!(f.len(), 1);
     assert_eq!(
         f[0]["message"],

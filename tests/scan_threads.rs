@@ -7,12 +7,11 @@
 #[path = "../examples/genws.rs"]
 mod genws;
 
-#[allow(dead_code)]
-#[path = "../benches/common/maka_bench.rs"]
-mod maka_bench;
+mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::maka_bench;
 use wsledger::scan::{scan_path, ScanOptions, Threads};
 
 fn fixture(name: &str) -> PathBuf {

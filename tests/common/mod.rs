@@ -53,6 +53,17 @@ pub fn check_vectors(
     (lines, failures)
 }
 
+/// Fails when there is any failure: how many (`<n> <what>:`), then each on a line of
+/// its own.
+pub fn assert_no_failures(failures: &[String], what: &str) {
+    assert!(
+        failures.is_empty(),
+        "{} {what}:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// A fixture workspace's database, read-only and immutable.
 pub fn open_fixture(dir: &Path) -> Result<rusqlite::Connection, String> {
     use rusqlite::OpenFlags;
@@ -77,6 +88,16 @@ pub fn finding_codes(doc: &serde_json::Value) -> Vec<&str> {
         .collect()
 }
 
+/// The findings of a scan report's JSON whose code is `code`, in order.
+pub fn findings_with<'a>(doc: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .collect()
+}
+
 /// `doctor scan --format json -w <ws>`.
 pub fn scan_json_args(ws: &Path) -> [&str; 6] {
     [
@@ -98,6 +119,35 @@ pub fn real_fixtures() -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// Maka's own word on a fixture workspace: its `verdict.json`.
+pub fn verdict(dir: &Path) -> serde_json::Value {
+    let path = dir.join("verdict.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `(code, event id, operation id, tool call id)` of a scanner issue.
+pub type Issue = (String, String, Option<String>, Option<String>);
+
+/// The scanner issues of a verdict's `wholeFile`, in Maka's order; `None` when it
+/// lists none.
+pub fn makas_issues(verdict: &serde_json::Value) -> Option<Vec<Issue>> {
+    let issues = verdict["wholeFile"]["issues"].as_array()?;
+    Some(
+        issues
+            .iter()
+            .map(|i| {
+                (
+                    i["code"].as_str().unwrap().to_owned(),
+                    i["eventId"].as_str().unwrap().to_owned(),
+                    i["operationId"].as_str().map(str::to_owned),
+                    i["toolCallId"].as_str().map(str::to_owned),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// Copies a fixture workspace into a fresh temporary directory.
@@ -206,7 +256,10 @@ pub fn snapshot(name: &str, actual: &str) {
 pub mod crash;
 pub mod file_release;
 pub mod finalize;
+#[path = "../../benches/common/maka_bench.rs"]
+pub mod maka_bench;
 pub mod maka_tests;
+pub mod writing;
 pub mod ws;
 
 pub use ws::Ws;
