@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::finalize::*;
 use serde_json::Value;
@@ -22,19 +22,6 @@ fn scan_doc(ws: &Path) -> Value {
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).unwrap()
-}
-
-/// A copy of a workspace directory's `runtime.sqlite` (a scan of a WAL file may
-/// create nothing, but the shared folder stays untouched all the same).
-fn copy_db(src: &Path) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        src.join("runtime.sqlite"),
-        dir.path().join("runtime.sqlite"),
-    )
-    .unwrap();
-    let p = dir.path().to_path_buf();
-    (dir, p)
 }
 
 /// What `generation.json` says about each stuck run: (session, run if named, code,
@@ -110,8 +97,10 @@ fn check_causes(dir: &Path) {
     let gen: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("generation.json")).unwrap())
             .unwrap();
-    let (_t, copy) = copy_db(dir);
-    let doc = scan_doc(&copy);
+    // On a copy: a scan of a WAL file may create nothing, but the shared folder stays
+    // untouched all the same.
+    let (copy, _) = common::copy_db(dir);
+    let doc = scan_doc(copy.path());
     let ctx = dir.display().to_string();
     let causes = doc["diagnosis"]["causes"].as_array().unwrap().clone();
     // One cause per stuck or unreadable run.

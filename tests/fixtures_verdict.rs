@@ -46,16 +46,7 @@ fn writer(dir: &Path) -> String {
 }
 
 fn pairs(list: &Value, a: &str, b: &str) -> Vec<(String, String)> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x[a].as_str().unwrap().to_owned(),
-                x[b].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::text_pairs(list.as_array().unwrap(), a, b)
 }
 
 #[test]

@@ -142,13 +142,10 @@ fn the_bench_workspace_diagnosis_counts_what_quarantine_moves() {
         let (d, _) = wsledger::diagnosis::diagnose_workspace(ws, &report, "bench")?;
         let mut want = std::collections::BTreeMap::new();
         for s in &d.damaged_sessions {
-            let rows: std::collections::BTreeMap<String, usize> = ws
-                .deletion(&s.session_id)?
-                .counts()
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .collect();
-            want.insert(s.session_id.clone(), rows);
+            want.insert(
+                s.session_id.clone(),
+                common::rows_set_aside(ws, &s.session_id)?,
+            );
         }
         Ok((d, want))
     })

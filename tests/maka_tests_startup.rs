@@ -111,15 +111,8 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
                 full += 1;
                 let summary = &verdict["summary"];
                 let got: Vec<(String, String)> = {
-                    let mut v: Vec<(String, String)> = findings_with(&scan, "run_stuck_running")
-                        .iter()
-                        .map(|f| {
-                            (
-                                f["session_id"].as_str().unwrap().to_owned(),
-                                f["run_id"].as_str().unwrap().to_owned(),
-                            )
-                        })
-                        .collect();
+                    let stuck = findings_with(&scan, "run_stuck_running");
+                    let mut v = common::text_pairs(stuck, "session_id", "run_id");
                     v.sort();
                     v
                 };

@@ -348,9 +348,7 @@ fn deletion_counts_equal_the_rows_the_quarantine_moves() {
 /// counted once per row, as `deletion` takes it once.
 #[test]
 fn deletion_counts_take_a_row_reached_twice_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/orphan-response/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/orphan-response"));
     let c = rusqlite::Connection::open(&db).unwrap();
     c.execute_batch(
         "CREATE TABLE twice (k INTEGER PRIMARY KEY, \
@@ -384,9 +382,7 @@ fn deletion_counts_take_a_row_reached_twice_once() {
 /// takes a blob for a text).
 #[test]
 fn deletion_counts_of_many_sessions_follow_every_clause() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/healthy"));
     let c = rusqlite::Connection::open(&db).unwrap();
     let other = "(SELECT e.event_id FROM runtime_events e WHERE e.session_id != \
                  (SELECT x.session_id FROM runtime_events x \
@@ -477,9 +473,7 @@ fn deletion_counts_of_many_sessions_follow_every_clause() {
 fn journal_event_refs_give_up_on_numbers_and_on_large_journals() {
     use rusqlite::types::ValueRef;
     use wsledger::db::quarantine::{JournalRefsBuilder, JOURNAL_REFS_MAX_ROWS};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/healthy"));
     let ws = Workspace::open_read_only(&db).unwrap();
     assert!(ws.journal_event_refs().unwrap().is_some());
     drop(ws);
@@ -519,9 +513,7 @@ fn journal_event_refs_give_up_on_numbers_and_on_large_journals() {
 /// whole once where the operations are, with the same counts.
 #[test]
 fn deletion_counts_without_the_journal_index_read_the_journal_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/healthy"));
     let c = rusqlite::Connection::open(&db).unwrap();
     c.execute_batch("DROP INDEX tool_journal_events_by_operation")
         .unwrap();

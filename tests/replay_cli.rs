@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{findings_with, names, snapshot};
+use common::{findings_with, names, ndjson_lines, snapshot};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wsledger::db::session::SESSION_QUERIES;
@@ -144,10 +144,7 @@ fn ndjson_is_steps_and_divergences_then_one_summary() {
         "ndjson",
     ]);
     assert_eq!(code(&o), 1);
-    let lines: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = ndjson_lines(&stdout(&o));
     let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
     assert_eq!(*types.last().unwrap(), "summary");
     assert!(types[..types.len() - 1]
@@ -295,10 +292,7 @@ fn many_bundles_give_one_result_each_and_do_not_stop_at_a_failure() {
         broken.to_str().unwrap(),
     ]);
     assert_eq!(code(&o), 2);
-    let lines: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = ndjson_lines(&stdout(&o));
     assert!(lines.iter().all(|l| l["path"].is_string()));
     assert_eq!(lines.last().unwrap()["type"], "error");
     assert_eq!(lines.iter().filter(|l| l["type"] == "summary").count(), 1);
@@ -317,12 +311,9 @@ fn every_session_query_goes_through_an_index() {
     }
 }
 
-/// A copy of a real fixture in a temporary directory, for edits.
+/// A copy of a real fixture's database in a temporary directory, for edits.
 fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy(Path::new("fixtures").join(name).join("runtime.sqlite"), &db).unwrap();
-    (dir, db)
+    common::copy_db(&Path::new("fixtures").join(name))
 }
 
 fn edit(db: &Path, sql: &str) {

@@ -278,12 +278,7 @@ fn the_diagnosis_counts_each_damaged_session_as_quarantine_reads_it() {
         let (d, _) = wsledger::diagnosis::diagnose_workspace(ws, &report, "generated")?;
         let mut checked = 0;
         for s in &d.damaged_sessions {
-            let want: std::collections::BTreeMap<String, usize> = ws
-                .deletion(&s.session_id)?
-                .counts()
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .collect();
+            let want = common::rows_set_aside(ws, &s.session_id)?;
             assert_eq!(s.set_aside.rows, want, "{}", s.session_id);
             checked += usize::from(want.get("runtime_events").is_some_and(|n| *n > 0));
         }

@@ -12,13 +12,7 @@ use serde_json::Value;
 /// A copy of a fixture's database (`fixtures/<fixture>/runtime.sqlite`) altered by
 /// `sql`, its `-wal` checkpointed away.
 fn altered(fixture: &str, sql: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy(
-        Path::new("fixtures").join(fixture).join("runtime.sqlite"),
-        &db,
-    )
-    .unwrap();
+    let (dir, db) = common::copy_db(&Path::new("fixtures").join(fixture));
     let c = rusqlite::Connection::open(&db).unwrap();
     c.execute_batch(sql).unwrap();
     c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();

@@ -78,6 +78,13 @@ pub fn open_fixture(dir: &Path) -> Result<rusqlite::Connection, String> {
     .map_err(|e| e.to_string())
 }
 
+/// Each line of an NDJSON text, parsed.
+pub fn ndjson_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// The codes of a scan report's findings, in order.
 pub fn finding_codes(doc: &serde_json::Value) -> Vec<&str> {
     doc["findings"]
@@ -96,6 +103,37 @@ pub fn findings_with<'a>(doc: &'a serde_json::Value, code: &str) -> Vec<&'a serd
         .iter()
         .filter(|f| f["code"] == code)
         .collect()
+}
+
+/// `(item[a], item[b])` of each item, as text (both must be strings).
+pub fn text_pairs<'a>(
+    items: impl IntoIterator<Item = &'a serde_json::Value>,
+    a: &str,
+    b: &str,
+) -> Vec<(String, String)> {
+    items
+        .into_iter()
+        .map(|x| {
+            (
+                x[a].as_str().unwrap().to_owned(),
+                x[b].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The rows a quarantine of `session` would move, counted per table, the tables it
+/// reaches no row of left out: what the diagnosis must say it sets aside.
+pub fn rows_set_aside(
+    ws: &wsledger::db::Workspace,
+    session: &str,
+) -> Result<std::collections::BTreeMap<String, usize>, wsledger::db::DbError> {
+    Ok(ws
+        .deletion(session)?
+        .counts()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect())
 }
 
 /// `doctor scan --format json -w <ws>`.
@@ -148,6 +186,15 @@ pub fn makas_issues(verdict: &serde_json::Value) -> Option<Vec<Issue>> {
             })
             .collect(),
     )
+}
+
+/// A fresh temporary directory holding a copy of `<workspace>/runtime.sqlite` alone:
+/// the directory and the copy's path.
+pub fn copy_db(workspace: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy(workspace.join("runtime.sqlite"), &db).unwrap();
+    (dir, db)
 }
 
 /// Copies a fixture workspace into a fresh temporary directory.

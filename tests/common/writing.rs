@@ -143,8 +143,5 @@ pub fn assert_refused(o: &Output) {
 
 /// The lines of an `ndjson` stdout, each parsed.
 pub fn ndjson(o: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    super::ndjson_lines(&String::from_utf8_lossy(&o.stdout))
 }
