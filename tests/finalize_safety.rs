@@ -11,7 +11,7 @@ use common::crash::{trials, Killer};
 use common::finalize::*;
 use common::writing::{assert_refused, ROOT_ID};
 use common::{integrity_ok, stderr, write_marker};
-use wsledger::db::write::{ApplyOptions, WriteError, Writer};
+use wsledger::db::write::{ApplyOptions, WriteError, WriteSet, Writer};
 use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
 
@@ -19,10 +19,17 @@ const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
 const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
 const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
 
-fn no_backups(ws: &Ws) -> bool {
-    std::fs::read_dir(ws.root())
+/// Applies `writes` (planned before the file changed): refused as a change since the
+/// plan, every row left as it was. The error.
+fn refused_as_changed(ws: &Ws, writes: &WriteSet) -> WriteError {
+    let rows = ws.dump();
+    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
         .unwrap()
-        .all(|e| !e.unwrap().file_name().to_string_lossy().contains(".bak"))
+        .apply(writes, &ApplyOptions::default())
+        .unwrap_err();
+    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
+    assert_eq!(ws.dump(), rows, "the rolled-back apply left rows behind");
+    err
 }
 
 #[test]
@@ -40,7 +47,7 @@ fn apply_is_refused_while_makas_owner_lock_is_held() {
     );
     assert!(err.contains("hint:") && err.contains("quit Maka"), "{err}");
     assert_eq!(ws.hash(), before, "written while the lock was held");
-    assert!(no_backups(&ws));
+    assert!(!ws.has_backup());
     drop(held);
 
     let o = ws.finalize(&["--apply", "--no-backup"]);
@@ -101,15 +108,8 @@ fn a_run_that_changed_after_the_plan_rolls_everything_back() {
         )
         .unwrap();
     }
-    let rows = ws.dump();
-    let writer = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate).unwrap();
-    let err = writer
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
+    let err = refused_as_changed(&ws, &planning.plan.writes);
     assert!(err.to_string().contains(STUCK_RUN), "{err}");
-    drop(writer);
-    assert_eq!(ws.dump(), rows, "the rolled-back apply left rows behind");
     assert!(integrity_ok(&ws.db()));
 
     // A session change (the session header row is written with --project-header).
@@ -121,13 +121,7 @@ fn a_run_that_changed_after_the_plan_rolls_everything_back() {
             [],
         )
         .unwrap();
-    let rows = ws.dump();
-    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
-        .unwrap()
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
-    assert_eq!(ws.dump(), rows);
+    refused_as_changed(&ws, &planning.plan.writes);
 }
 
 #[test]
@@ -149,7 +143,7 @@ fn read_only_files_and_directories_are_refused() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
     assert_eq!(ws.hash(), before);
-    assert!(no_backups(&ws));
+    assert!(!ws.has_backup());
     // The dry run still works on a read-only file.
     set(&ws.db(), 0o444);
     assert!(ws.finalize(&[]).status.success());
@@ -223,7 +217,7 @@ fn a_schema_that_differs_in_the_repair_tables_is_refused() {
             stderr(&o)
         );
         assert_eq!(ws.hash(), before, "{sql}");
-        assert!(no_backups(&ws));
+        assert!(!ws.has_backup());
     }
 }
 
@@ -312,11 +306,5 @@ fn a_plan_that_writes_tool_outcomes_rolls_back_on_any_ledger_change() {
             [],
         )
         .unwrap();
-    let rows = ws.dump();
-    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
-        .unwrap()
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
-    assert_eq!(ws.dump(), rows);
+    refused_as_changed(&ws, &planning.plan.writes);
 }

@@ -101,9 +101,9 @@ impl Ws {
         doc
     }
 
-    /// A backup file is in the workspace directory.
+    /// A backup (a name with `.bak` in it) is in the workspace directory.
     pub fn has_backup(&self) -> bool {
-        self.files().iter().any(|f| f.ends_with(".bak"))
+        self.files().iter().any(|f| f.contains(".bak"))
     }
 }
 
