@@ -43,6 +43,13 @@ fn json_out(o: &Output) -> Value {
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
 }
 
+/// `replay --format <format> --bundle <bundles>`.
+fn replay_bundles(format: &str, bundles: &[&str]) -> Output {
+    let mut argv = vec!["replay", "--format", format, "--bundle"];
+    argv.extend(bundles);
+    wsledger(&argv)
+}
+
 fn replay_json(ws: &str, session: &str) -> (i32, Value) {
     let o = wsledger(&["replay", "-w", ws, "--session", session, "--format", "json"]);
     (code(&o), json_out(&o))
@@ -249,9 +256,7 @@ fn many_bundles_give_one_result_each_and_do_not_stop_at_a_failure() {
         orphan.to_str().unwrap(),
         missing.to_str().unwrap(),
     ];
-    let mut argv = vec!["replay", "--format", "json", "--bundle"];
-    argv.extend(args);
-    let o = wsledger(&argv);
+    let o = replay_bundles("json", &args);
     assert_eq!(code(&o), 2);
     let doc = json_out(&o);
     assert_eq!(doc["schema_version"], 1);
@@ -273,24 +278,16 @@ fn many_bundles_give_one_result_each_and_do_not_stop_at_a_failure() {
     assert_eq!(results[3]["status"], 2);
 
     // Without a failing input the status is the worst check: 1.
-    let o = wsledger(&[
-        "replay",
-        "--format",
+    let o = replay_bundles(
         "json",
-        "--bundle",
-        healthy.to_str().unwrap(),
-        orphan.to_str().unwrap(),
-    ]);
+        &[healthy.to_str().unwrap(), orphan.to_str().unwrap()],
+    );
     assert_eq!(code(&o), 1);
     // NDJSON of several bundles: every record names its bundle.
-    let o = wsledger(&[
-        "replay",
-        "--format",
+    let o = replay_bundles(
         "ndjson",
-        "--bundle",
-        healthy.to_str().unwrap(),
-        broken.to_str().unwrap(),
-    ]);
+        &[healthy.to_str().unwrap(), broken.to_str().unwrap()],
+    );
     assert_eq!(code(&o), 2);
     let lines = ndjson_lines(&stdout(&o));
     assert!(lines.iter().all(|l| l["path"].is_string()));
