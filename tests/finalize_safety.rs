@@ -283,21 +283,11 @@ fn a_killed_apply_leaves_the_file_unchanged_or_fully_finalized() {
 
 #[test]
 fn a_plan_that_writes_tool_outcomes_rolls_back_on_any_ledger_change() {
-    // crash-mid-tool with its dispatch re-labelled `outcome_unknown`: the plan writes a
-    // T2 outcome, which is only right while Maka's whole-file gate accepts tool writes.
-    let op = "toolop_e6e54c955b76c4be87dc0809acbe69a8";
-    let ws = Ws::copy("crash-mid-tool");
-    ws.conn()
-        .execute_batch(&format!(
-            "UPDATE runtime_events SET payload_json = replace(payload_json, \
-             '\"recoveryMode\":\"never_auto_retry\"', '\"recoveryMode\":\"outcome_unknown\"') \
-             WHERE event_id = '{op}_dispatch';
-             UPDATE tool_operations SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{op}';
-             UPDATE tool_journal_events SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{op}';"
-        ))
-        .unwrap();
+    // The plan writes a T2 outcome, which is only right while Maka's whole-file gate
+    // accepts tool writes.
+    let ws = outcome_unknown_ws();
     let planning = plan_finalize(&ws.db(), &PlanOptions::default()).unwrap();
-    assert_eq!(planning.plan.plan[0].settles, vec![op.to_owned()]);
+    assert_eq!(planning.plan.plan[0].settles, vec![CRASH_OP.to_owned()]);
     // An undecodable row lands in another session meanwhile.
     ws.conn()
         .execute(

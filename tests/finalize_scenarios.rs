@@ -12,7 +12,6 @@ use wsledger::scan::runs::RunState;
 // crash-mid-tool: the stuck run, its session, and its one unsettled operation.
 const CRASH_SESSION: &str = "240cf9b4-c3c1-4e19-8261-2a9442b16caf";
 const CRASH_RUN: &str = "ca128d82-4499-4bd5-bc6b-8b2a9dcdf152";
-const CRASH_OP: &str = "toolop_e6e54c955b76c4be87dc0809acbe69a8";
 // crash-mid-tool: a completed run whose terminal event is its session's last.
 const DONE_SESSION: &str = "b44b2e58-d1bc-4af6-8ddb-008ac7ee6e58";
 const DONE_RUN: &str = "6c463b13-d7e4-4363-acc3-7f47d400a573";
@@ -40,22 +39,6 @@ fn skipped_reason(doc: &Value, run: &str) -> Option<String> {
         .iter()
         .find(|s| s["run_id"] == run)
         .map(|s| s["reason"].as_str().unwrap().to_owned())
-}
-
-/// crash-mid-tool with its `Bash` dispatch re-labelled `outcome_unknown`.
-fn outcome_unknown_ws() -> Ws {
-    let ws = Ws::copy("crash-mid-tool");
-    exec(
-        &ws,
-        &format!(
-            "UPDATE runtime_events SET payload_json = replace(payload_json, \
-             '\"recoveryMode\":\"never_auto_retry\"', '\"recoveryMode\":\"outcome_unknown\"') \
-             WHERE event_id = '{CRASH_OP}_dispatch';
-             UPDATE tool_operations SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{CRASH_OP}';
-             UPDATE tool_journal_events SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{CRASH_OP}';"
-        ),
-    );
-    ws
 }
 
 #[test]

@@ -101,6 +101,25 @@ fn same_in_every_spread(db: &Path, one: &(serde_json::Value, String)) {
     }
 }
 
+/// Every spread gives the one-thread report: `one` with every run kept, `one_default`
+/// without.
+fn same_both_ways_in_every_spread(
+    db: &Path,
+    name: &str,
+    one: &(serde_json::Value, String),
+    one_default: &(serde_json::Value, String),
+) {
+    for threads in SPREAD {
+        let other = scan(db, threads);
+        assert!(other == *one, "{name}: {threads:?} differs from one thread");
+        let other = scan_as(db, threads, false);
+        assert!(
+            other == *one_default,
+            "{name}: {threads:?} without every run differs from one thread"
+        );
+    }
+}
+
 /// The ways of spreading the work that must equal [`Threads::One`].
 const SPREAD: [Threads; 7] = [
     Threads::Auto,
@@ -157,18 +176,7 @@ fn every_way_of_spreading_a_scan_gives_the_one_thread_report() {
         assert!(events > 2900, "{template}: {events} events");
         let one_default = scan_as(&db, Threads::One, false);
         assert_eq!(one_default.0["findings"], one.0["findings"], "{template}");
-        for threads in SPREAD {
-            let other = scan(&db, threads);
-            assert!(
-                other == one,
-                "{template}: {threads:?} differs from one thread"
-            );
-            let other = scan_as(&db, threads, false);
-            assert!(
-                other == one_default,
-                "{template}: {threads:?} without every run differs from one thread"
-            );
-        }
+        same_both_ways_in_every_spread(&db, template, &one, &one_default);
     }
 }
 
@@ -247,18 +255,7 @@ fn every_way_of_spreading_the_bench_workspace_scan_gives_the_one_thread_report()
     let one = scan(&db, Threads::One);
     assert_eq!(one.0["summary"]["scanner_issues"], 4);
     let one_default = scan_as(&db, Threads::One, false);
-    for threads in SPREAD {
-        let other = scan(&db, threads);
-        assert!(
-            other == one,
-            "bench workspace: {threads:?} differs from one thread"
-        );
-        let other = scan_as(&db, threads, false);
-        assert!(
-            other == one_default,
-            "bench workspace: {threads:?} without every run differs from one thread"
-        );
-    }
+    same_both_ways_in_every_spread(&db, "bench workspace", &one, &one_default);
 }
 
 /// The diagnosis counts what quarantine would set aside from each damaged session on
