@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{STUCK_RUN, STUCK_SESSION};
+
 use std::path::Path;
 
 use common::finalize::*;
@@ -250,10 +252,6 @@ fn a_healthy_workspace_has_an_empty_plan() {
     assert!(d["plan"]["all_in_one"].is_null());
     assert!(d["blast_radius"].is_null());
 }
-
-// stuck-running: the stuck run and one of its events.
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
 
 #[test]
 fn a_stuck_run_whose_rows_carry_two_invocation_ids_is_told_quarantine_not_finalize() {

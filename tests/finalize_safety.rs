@@ -5,6 +5,8 @@
 
 mod common;
 
+use common::{STUCK_RUN, STUCK_SESSION, STUCK_TURN};
+
 use std::path::Path;
 
 use common::crash::{trials, Killer};
@@ -14,10 +16,6 @@ use common::{integrity_ok, stderr, write_marker};
 use wsledger::db::write::{ApplyOptions, WriteError, WriteSet, Writer};
 use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
-
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
-const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
 
 /// Applies `writes` (planned before the file changed): refused as a change since the
 /// plan, every row left as it was. The error.

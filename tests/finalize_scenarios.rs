@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{STUCK_RUN, STUCK_SESSION, STUCK_TURN};
+
 use common::finalize::*;
 use serde_json::Value;
 use wsledger::json::{JsStr, Json};
@@ -17,11 +19,6 @@ const DONE_SESSION: &str = "b44b2e58-d1bc-4af6-8ddb-008ac7ee6e58";
 const DONE_RUN: &str = "6c463b13-d7e4-4363-acc3-7f47d400a573";
 const DONE_TERMINAL: &str = "821fff1c-52c5-4100-a569-c3d1824b98ea";
 const DONE_TURN: &str = "1a867230-b867-49ba-a789-8870cba7f750";
-// stuck-running: the stuck run.
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
-const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
-
 fn exec(ws: &Ws, sql: &str) {
     ws.conn().execute_batch(sql).unwrap();
 }

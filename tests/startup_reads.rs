@@ -6,14 +6,12 @@
 
 mod common;
 
+use common::{STUCK_RUN, STUCK_SESSION};
+
 use std::path::Path;
 
 use common::findings_with;
 use serde_json::Value;
-
-// stuck-running: the stuck run and its session.
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
 
 fn exec(dir: &Path, sql: &str) {
     let c = rusqlite::Connection::open(dir.join("runtime.sqlite")).unwrap();

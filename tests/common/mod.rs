@@ -6,6 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `fixtures/stuck-running`: the session of its stuck run, the run, its turn.
+pub const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
+pub const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
+pub const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
+
 pub struct Output {
     pub status: i32,
     pub stdout: String,

@@ -14,6 +14,7 @@ use rusqlite::Connection;
 
 use crate::common::wal;
 use crate::common::write_marker;
+use crate::common::STUCK_SESSION;
 
 /// A non-tool model text event of `fixtures/healthy` (run `23025bd1…`).
 pub const TARGET: &str = "df55366f-acd6-4aa5-834f-ef842a20ec38";
@@ -1272,9 +1273,6 @@ const STUCK: &[&str] = &["run_stuck_running"];
 /// A committed change that changes nothing the doctor reads: it only puts frames in
 /// the `-wal`.
 const TOUCH: &str = "UPDATE session_metadata SET is_archived = is_archived";
-
-/// The session of the stuck run.
-pub const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
 
 fn stuck(t: tempfile::TempDir, arg: PathBuf) -> Built {
     let mut b = Built::new(t, arg, Outcome::report(1, STUCK))
