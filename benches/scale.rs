@@ -33,11 +33,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
-use common::{bench_dir, label, median, parse_size};
-
-#[allow(dead_code)]
-#[path = "../examples/genws.rs"]
-mod genws;
+use common::{bench_dir, genws, label, median, parse_size, WSLEDGER};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -47,11 +43,6 @@ use anyhow::{bail, ensure, Context, Result};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{json, Value};
 
-const WSLEDGER: &str = env!("CARGO_BIN_EXE_wsledger");
-
-// What runs in this process gets the allocator the `wsledger` binary has.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const TEMPLATE: &str = "fixtures/stuck-running/runtime.sqlite";
 /// The template's clean session: 12 events, 2 runs, one tool operation.
 const TEMPLATE_SESSION: &str = "8a821121-2889-4b96-b5f2-be9583c3a781";

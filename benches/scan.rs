@@ -40,11 +40,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod common;
-use common::{bench_dir, label, maka_bench, median, parse_size};
-
-#[allow(dead_code)]
-#[path = "../examples/genws.rs"]
-mod genws;
+use common::{bench_dir, genws, label, maka_bench, median, parse_size, WSLEDGER};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -53,12 +49,6 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
-
-const WSLEDGER: &str = env!("CARGO_BIN_EXE_wsledger");
-
-// The floors run in this process: they get the allocator the `wsledger` binary has.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Template sessions cloned for the real shape: enough variety (about 11k events),
 /// little memory while generating.

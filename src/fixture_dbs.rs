@@ -1,5 +1,6 @@
-//! The fixture databases, for the tests that check a fast path against an exact one on
-//! everything Maka wrote (every release included).
+//! The fixture databases and their payloads, for the tests that check a fast path
+//! against an exact one on everything Maka wrote (every release included). The unit
+//! tests use it as `crate::fixture_dbs`, integration tests through `#[path]`.
 
 use std::path::{Path, PathBuf};
 
@@ -29,4 +30,25 @@ pub(crate) fn fixture_databases() -> Vec<(PathBuf, rusqlite::Connection)> {
             (db, conn)
         })
         .collect()
+}
+
+/// Every payload Maka wrote in the fixtures (all releases) and every decode vector.
+pub(crate) fn payloads() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    for (_, conn) in fixture_databases() {
+        let Ok(mut stmt) = conn.prepare("SELECT payload_json FROM runtime_events") else {
+            continue; // a fixture whose damage is the schema itself
+        };
+        let rows = stmt.query_map([], |r| r.get::<_, Option<String>>(0));
+        out.extend(rows.unwrap().filter_map(|r| r.ok().flatten()));
+    }
+    let vectors = std::fs::read_to_string(root.join("tests/vectors/decode.jsonl")).unwrap();
+    for line in vectors.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if let Some(p) = v["payload_json"].as_str() {
+            out.push(p.to_owned());
+        }
+    }
+    out
 }

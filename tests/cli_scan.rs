@@ -6,6 +6,11 @@ mod common;
 use common::{copy_fixture, file_hash, real_fixtures, wsledger};
 use serde_json::Value;
 
+/// `doctor scan -w <ws> --format <format>`.
+fn scan_as(ws: &str, format: &str) -> common::Output {
+    wsledger(&["doctor", "scan", "-w", ws, "--format", format])
+}
+
 fn json(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
 }
@@ -44,14 +49,7 @@ fn exit_status_follows_findings() {
 
 #[test]
 fn json_document_is_the_documented_contract() {
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "-w",
-        "fixtures/corrupt-ledger",
-        "--format",
-        "json",
-    ]);
+    let out = scan_as("fixtures/corrupt-ledger", "json");
     let doc = json(&out.stdout);
     assert_eq!(doc["schema_version"], 1);
     for key in [
@@ -105,14 +103,7 @@ fn json_document_is_the_documented_contract() {
 
 #[test]
 fn decode_failure_names_no_issue() {
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "-w",
-        "fixtures/damage-undecodable-row",
-        "--format",
-        "json",
-    ]);
+    let out = scan_as("fixtures/damage-undecodable-row", "json");
     let doc = json(&out.stdout);
     assert!(doc["maka_gate"]["first_issue"].is_null());
     assert_eq!(
@@ -124,14 +115,7 @@ fn decode_failure_names_no_issue() {
 
 #[test]
 fn ndjson_has_findings_then_summary() {
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "-w",
-        "fixtures/corrupt-ledger",
-        "--format",
-        "ndjson",
-    ]);
+    let out = scan_as("fixtures/corrupt-ledger", "ndjson");
     let lines: Vec<Value> = out.stdout.lines().map(json).collect();
     assert_eq!(lines.len(), 3);
     assert_eq!(lines[0]["type"], "finding");
@@ -143,14 +127,7 @@ fn ndjson_has_findings_then_summary() {
 
 #[test]
 fn github_format_annotates_each_finding() {
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "-w",
-        "fixtures/corrupt-ledger",
-        "--format",
-        "github",
-    ]);
+    let out = scan_as("fixtures/corrupt-ledger", "github");
     let lines: Vec<&str> = out.stdout.lines().collect();
     assert_eq!(lines.len(), 2);
     assert!(lines[0]
@@ -195,14 +172,7 @@ fn bad_input_is_exit_2_with_error_and_hint() {
         not_maka,
     ];
     for p in &cases {
-        let out = wsledger(&[
-            "doctor",
-            "scan",
-            "-w",
-            p.to_str().unwrap(),
-            "--format",
-            "json",
-        ]);
+        let out = scan_as(p.to_str().unwrap(), "json");
         assert_eq!(out.status, 2, "{}: {}", p.display(), out.stderr);
         assert!(
             out.stdout.is_empty(),
@@ -284,14 +254,7 @@ fn committed_frames_in_the_wal_are_seen_and_left_alone() {
     let wal = ws.join("runtime.sqlite-wal");
     assert!(wal.exists());
     let before = (file_hash(&db), file_hash(&wal));
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "-w",
-        ws.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let out = scan_as(ws.to_str().unwrap(), "json");
     let doc = json(&out.stdout);
     assert_eq!(
         doc["summary"]["undecodable_events"], 1,

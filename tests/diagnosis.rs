@@ -4,7 +4,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use common::{STUCK_RUN, STUCK_SESSION};
+
+use std::path::Path;
 
 use common::finalize::*;
 use serde_json::Value;
@@ -22,19 +24,6 @@ fn scan_doc(ws: &Path) -> Value {
         String::from_utf8_lossy(&o.stderr)
     );
     serde_json::from_slice(&o.stdout).unwrap()
-}
-
-/// A copy of a workspace directory's `runtime.sqlite` (a scan of a WAL file may
-/// create nothing, but the shared folder stays untouched all the same).
-fn copy_db(src: &Path) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        src.join("runtime.sqlite"),
-        dir.path().join("runtime.sqlite"),
-    )
-    .unwrap();
-    let p = dir.path().to_path_buf();
-    (dir, p)
 }
 
 /// What `generation.json` says about each stuck run: (session, run if named, code,
@@ -110,8 +99,10 @@ fn check_causes(dir: &Path) {
     let gen: Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("generation.json")).unwrap())
             .unwrap();
-    let (_t, copy) = copy_db(dir);
-    let doc = scan_doc(&copy);
+    // On a copy: a scan of a WAL file may create nothing, but the shared folder stays
+    // untouched all the same.
+    let (copy, _) = common::copy_db(dir);
+    let doc = scan_doc(copy.path());
     let ctx = dir.display().to_string();
     let causes = doc["diagnosis"]["causes"].as_array().unwrap().clone();
     // One cause per stuck or unreadable run.
@@ -262,10 +253,6 @@ fn a_healthy_workspace_has_an_empty_plan() {
     assert!(d["blast_radius"].is_null());
 }
 
-// stuck-running: the stuck run and one of its events.
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
-
 #[test]
 fn a_stuck_run_whose_rows_carry_two_invocation_ids_is_told_quarantine_not_finalize() {
     let ws = Ws::copy("stuck-running");
@@ -301,11 +288,9 @@ fn a_stuck_run_whose_rows_carry_two_invocation_ids_is_told_quarantine_not_finali
         .map(|s| s["action"].as_str().unwrap())
         .collect();
     assert_eq!(steps, ["quarantine"], "{d:#}");
-    let f = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "run_stuck_running" && f["run_id"] == STUCK_RUN)
+    let f = common::findings_with(&doc, "run_stuck_running")
+        .into_iter()
+        .find(|f| f["run_id"] == STUCK_RUN)
         .unwrap();
     let hint = f["hint"].as_str().unwrap();
     assert!(hint.contains("doctor quarantine"), "{hint}");

@@ -9,22 +9,15 @@ mod common;
 mod genws;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::{snapshot, Ws};
 
-/// Runs wsledger in `cwd` on the workspace `ws` (relative, so the output does not
-/// depend on where the temporary directory is).
-fn run(cwd: &Path, args: &[&str]) -> (i32, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_wsledger"))
-        .current_dir(cwd)
-        .args(args)
-        .args(["--workspace", "ws", "--color", "never"])
-        .env_remove("WSLEDGER_WORKSPACE")
-        .env_remove("WSLEDGER_BACKUP_DIR")
-        .env("WSLEDGER_NOW_MS", "1800000000000")
-        .env("WSLEDGER_MAKA_CONTROL_DIR", cwd.join("control"))
-        .env("NO_COLOR", "1")
+/// Runs wsledger on the workspace named relatively (so the output does not depend on
+/// where the temporary directory is), without colour, 120 columns wide.
+fn run(ws: &Ws, args: &[&str]) -> (i32, String) {
+    let o = ws
+        .command_relative(args)
+        .args(["--color", "never"])
         .env("COLUMNS", "120")
         .output()
         .unwrap();
@@ -42,7 +35,7 @@ fn run(cwd: &Path, args: &[&str]) -> (i32, String) {
 
 /// 12 sessions cloned from the healthy fixture, one orphaned response, one duplicated
 /// call and two stuck runs, from a fixed seed.
-fn generated() -> tempfile::TempDir {
+fn generated() -> Ws {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("ws")).unwrap();
     let db: PathBuf = dir.path().join("ws/runtime.sqlite");
@@ -58,17 +51,17 @@ fn generated() -> tempfile::TempDir {
             std::fs::remove_file(p).unwrap();
         }
     }
-    dir
+    Ws { dir }
 }
 
-fn check(name: &str, dir: &Path) {
-    let (code, scan) = run(dir, &["doctor", "scan"]);
+fn check(name: &str, ws: &Ws) {
+    let (code, scan) = run(ws, &["doctor", "scan"]);
     assert_eq!(code, 1, "{name}: the scan has errors");
     snapshot(&format!("scan-{name}.txt"), &scan);
-    let (code, dry) = run(dir, &["doctor", "repair"]);
+    let (code, dry) = run(ws, &["doctor", "repair"]);
     assert_eq!(code, 0);
     snapshot(&format!("repair-{name}.txt"), &dry);
-    let (code, applied) = run(dir, &["doctor", "repair", "--apply"]);
+    let (code, applied) = run(ws, &["doctor", "repair", "--apply"]);
     assert_eq!(code, 0);
     snapshot(&format!("repair-apply-{name}.txt"), &applied);
     // The plan printed by the scan is the one repair carries out.
@@ -84,26 +77,24 @@ fn check(name: &str, dir: &Path) {
 
 #[test]
 fn scan_and_repair_tables_on_stuck_running() {
-    let dir = Ws::copy("stuck-running").dir;
-    check("stuck-running", dir.path());
+    check("stuck-running", &Ws::copy("stuck-running"));
 }
 
 #[test]
 fn scan_and_repair_tables_on_corrupt_ledger() {
-    let dir = Ws::copy("corrupt-ledger").dir;
+    let ws = Ws::copy("corrupt-ledger");
     // The README's "my workspace is broken" shows this dry run as it is.
-    let (_, dry) = run(dir.path(), &["doctor", "repair"]);
+    let (_, dry) = run(&ws, &["doctor", "repair"]);
     let readme = std::fs::read_to_string("README.md").unwrap();
     let shown = dry.strip_prefix("workspace: ws\n").unwrap();
     assert!(
         readme.contains(shown),
         "README's repair example is stale:\n{shown}"
     );
-    check("corrupt-ledger", dir.path());
+    check("corrupt-ledger", &ws);
 }
 
 #[test]
 fn scan_and_repair_tables_on_a_generated_workspace() {
-    let dir = generated();
-    check("generated", dir.path());
+    check("generated", &generated());
 }

@@ -9,12 +9,14 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use common::writing::{
+    assert_after_is_clear, assert_gate_clear_and_startup_unblocked, assert_refused, ndjson,
+    scan_report,
+};
 use common::{json_of, stderr, Ws};
 use serde_json::Value;
 use wsledger::bundle::{Bundle, Cell};
 use wsledger::db::Workspace;
-use wsledger::quarantine::startup_blockers;
-use wsledger::scan::{scan_path, ScanOptions};
 
 /// The excision bundles in the workspace's default bundle directory, sorted.
 fn excise_bundles(ws: &Ws) -> Vec<PathBuf> {
@@ -33,11 +35,10 @@ fn damaged_workspaces() -> Vec<PathBuf> {
             let p = e.unwrap().path();
             if p.is_dir() {
                 dirs.push(p);
-            } else if p.file_name().is_some_and(|n| n == "runtime.sqlite") {
-                let r = scan_path(&p, ScanOptions::default(), &mut |_, _| {}).unwrap();
-                if r.maka_gate.tool_writes_refused {
-                    out.push(p);
-                }
+            } else if p.file_name().is_some_and(|n| n == "runtime.sqlite")
+                && scan_report(&p).maka_gate.tool_writes_refused
+            {
+                out.push(p);
             }
         }
     }
@@ -103,8 +104,7 @@ fn listed_sessions(db: &Path) -> BTreeMap<String, usize> {
 }
 
 fn projection_keys(db: &Path) -> BTreeSet<(String, Option<String>, Option<String>)> {
-    scan_path(db, ScanOptions::default(), &mut |_, _| {})
-        .unwrap()
+    scan_report(db)
         .findings
         .iter()
         .filter(|f| f.code.starts_with("projection_"))
@@ -116,6 +116,19 @@ fn projection_keys(db: &Path) -> BTreeSet<(String, Option<String>, Option<String
             )
         })
         .collect()
+}
+
+/// Inserts (foreign keys off) a `runtime_workspace_epochs` row that references
+/// `event` through a key without a cascade.
+fn reference_without_cascade(c: &rusqlite::Connection, event: &str) {
+    c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+    c.execute(
+        "INSERT INTO runtime_workspace_epochs VALUES ('w', 'e', 'r', 'i', 'managed_worktree', \
+         'sha1', 'c', 't', 'v', 'd', 'git_tree_materialized_with_fixed_config_v1', 'p', \
+         'maka_workspace_authority', 'ai', 'ar', 'at', ?1, 1, 0)",
+        [event],
+    )
+    .unwrap();
 }
 
 #[test]
@@ -136,8 +149,7 @@ fn every_damaged_workspace_is_excised_keeping_its_sessions_and_restored_exactly(
         assert_eq!(plan["command"], "excise");
         assert_eq!(plan["applied"], false);
         assert_eq!(plan["before"]["tool_writes_refused"], true, "{name}");
-        assert_eq!(plan["after"]["tool_writes_refused"], false, "{name}");
-        assert_eq!(plan["after"]["startup_blocked"], false, "{name}");
+        assert_after_is_clear(&plan, &name);
         let planned = plan["sessions"].as_array().unwrap().clone();
         assert!(!planned.is_empty(), "{name}");
         for s in &planned {
@@ -154,15 +166,10 @@ fn every_damaged_workspace_is_excised_keeping_its_sessions_and_restored_exactly(
         // Apply.
         let done = json_of(&ws.run(&["doctor", "excise", "--apply", "--format", "json"]));
         assert_eq!(done["applied"], true);
-        assert_eq!(done["after"]["tool_writes_refused"], false, "{name}");
-        assert_eq!(done["after"]["startup_blocked"], false, "{name}");
-        let report = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
-        assert!(!report.maka_gate.tool_writes_refused, "{name}");
+        assert_after_is_clear(&done, &name);
+        let report = scan_report(&ws.db());
+        assert_gate_clear_and_startup_unblocked(&report, &name);
         assert!(report.issues.is_empty(), "{name}");
-        assert!(
-            startup_blockers(&report, &BTreeSet::new()).is_empty(),
-            "{name}"
-        );
         assert_eq!(schema(&ws.db()), schema_before, "{name}: schema");
         assert_eq!(
             listed_sessions(&ws.db()),
@@ -223,21 +230,17 @@ fn every_damaged_workspace_is_excised_keeping_its_sessions_and_restored_exactly(
         let fin = Ws::copy_db(&ws.db());
         let o = fin.run(&["doctor", "finalize-runs", "--apply", "--no-backup"]);
         assert!(o.status.success(), "{name}: {}", stderr(&o));
-        let r = scan_path(&fin.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
-        assert!(!r.maka_gate.tool_writes_refused, "{name}");
+        let r = scan_report(&fin.db());
+        assert_gate_clear_and_startup_unblocked(&r, &name);
         assert!(
             r.runs
                 .iter()
                 .all(|x| x.state != wsledger::scan::runs::RunState::Stuck),
             "{name}: a stuck run is left after finalize-runs"
         );
-        assert!(startup_blockers(&r, &BTreeSet::new()).is_empty(), "{name}");
 
         // Restore: every table as it was.
-        let mut args = vec!["doctor".to_owned(), "restore".into(), "--apply".into()];
-        args.extend(bundles.iter().map(|b| b.display().to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = ws.run(&args);
+        let o = ws.restore(&["--apply"], &bundles);
         assert!(o.status.success(), "{name}: {}", stderr(&o));
         let restored = ws.tables();
         assert_eq!(restored.len(), original.len());
@@ -246,7 +249,7 @@ fn every_damaged_workspace_is_excised_keeping_its_sessions_and_restored_exactly(
         }
         // Restoring twice is refused and changes nothing.
         let hash = ws.db_hash();
-        let o = ws.run(&args);
+        let o = ws.restore(&["--apply"], &bundles);
         assert_eq!(o.status.code(), Some(2), "{name}");
         assert_eq!(ws.db_hash(), hash);
     }
@@ -255,14 +258,9 @@ fn every_damaged_workspace_is_excised_keeping_its_sessions_and_restored_exactly(
 #[test]
 fn a_healthy_workspace_has_an_empty_plan_and_apply_changes_nothing() {
     let ws = Ws::copy_db(Path::new("fixtures/healthy/runtime.sqlite"));
-    let before = ws.db_hash();
-    let files = ws.files();
-    let doc = json_of(&ws.run(&["doctor", "excise", "--apply", "--format", "json"]));
+    let before = ws.state();
+    let doc = ws.apply_changes_nothing("excise", &before);
     assert!(doc["sessions"].as_array().unwrap().is_empty());
-    assert_eq!(doc["applied"], false);
-    assert!(doc["backup"].is_null());
-    assert_eq!(ws.db_hash(), before);
-    assert_eq!(ws.files(), files, "no backup, no bundle directory");
 }
 
 #[test]
@@ -279,11 +277,7 @@ fn table_and_ndjson_output_say_what_is_removed_and_from_which_conversation() {
     );
     assert!(text.contains("orphan_response"), "{text}");
     assert!(text.contains("after   tool writes refused: no"), "{text}");
-    let o = ws.run(&["doctor", "excise", "--format", "ndjson"]);
-    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = ndjson(&ws.run(&["doctor", "excise", "--format", "ndjson"]));
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["type"], "session");
     assert_eq!(lines[1]["type"], "summary");
@@ -293,69 +287,27 @@ fn table_and_ndjson_output_say_what_is_removed_and_from_which_conversation() {
 fn refusals_create_nothing() {
     // The workspace-authority session.
     let ws = Ws::copy_db(Path::new("fixtures/orphan-response/runtime.sqlite"));
-    let before = ws.db_hash();
-    let files = ws.files();
-    let o = ws.run(&[
-        "doctor",
-        "excise",
-        "--apply",
-        "--session",
-        "maka_workspace_authority",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(o.stdout.is_empty());
+    let before = ws.state();
+    let o = ws.apply_to_workspace_authority("excise");
+    assert_refused(&o);
     assert!(stderr(&o).contains("hint:"));
     // A bundle directory that cannot be made.
-    let blocker = ws.dir.path().join("a-file");
-    std::fs::write(&blocker, "x").unwrap();
-    let out = blocker.join("bundles");
-    let o = ws.run(&[
-        "doctor",
-        "excise",
-        "--apply",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(o.stdout.is_empty());
+    assert_refused(&ws.apply_out_below_a_file("excise"));
     // A bundle directory inside `sessions/`.
-    let inside = ws.root().join("sessions/x");
-    let o = ws.run(&[
-        "doctor",
-        "excise",
-        "--apply",
-        "--out",
-        inside.to_str().unwrap(),
-    ]);
+    let o = ws.apply_out("excise", &ws.root().join("sessions/x"));
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert_eq!(ws.db_hash(), before);
-    assert_eq!(ws.files(), files, "no backup, no bundle directory");
+    ws.assert_unchanged(&before);
 }
 
 #[test]
 fn a_held_owner_lock_refuses_and_changes_nothing() {
-    use std::os::unix::fs::MetadataExt;
     let ws = Ws::copy_db(Path::new("fixtures/orphan-response/runtime.sqlite"));
-    let root = "0123456789abcdef".repeat(4);
-    let m = std::fs::metadata(ws.root()).unwrap();
-    std::fs::write(
-        ws.root().join(".maka-storage-root.json"),
-        format!(
-            r#"{{"schemaVersion":1,"kind":"interactive","rootId":"{root}","rootIdentity":{{"dev":"{}","ino":"{}"}}}}"#,
-            m.dev(),
-            m.ino()
-        ),
-    )
-    .unwrap();
-    let before = ws.db_hash();
-    let files = ws.files();
-    let held = wsledger::lock::acquire(&ws.dir.path().join("control"), std::slice::from_ref(&root))
-        .unwrap();
+    let held = ws.hold_owner_lock();
+    let before = ws.state();
     let o = ws.run(&["doctor", "excise", "--apply"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
-    assert_eq!(ws.db_hash(), before);
-    assert_eq!(ws.files(), files, "no backup, no bundle directory");
+    ws.assert_unchanged(&before);
     drop(held);
     let o = ws.run(&["doctor", "excise", "--apply"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -365,25 +317,11 @@ fn a_held_owner_lock_refuses_and_changes_nothing() {
 #[test]
 fn restore_refuses_mixed_kinds_and_another_schema() {
     let ws = Ws::copy_db(Path::new("fixtures/orphan-response/runtime.sqlite"));
-    json_of(&ws.run(&[
-        "doctor",
-        "excise",
-        "--apply",
-        "--no-backup",
-        "--format",
-        "json",
-    ]));
+    ws.apply_no_backup("excise");
     let b = excise_bundles(&ws).pop().unwrap();
     // An old quarantine bundle (no `kind`) named with it.
     let q = Ws::copy_db(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
-    json_of(&q.run(&[
-        "doctor",
-        "quarantine",
-        "--apply",
-        "--no-backup",
-        "--format",
-        "json",
-    ]));
+    q.apply_no_backup("quarantine");
     let qb = std::fs::read_dir(q.bundles())
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -446,7 +384,7 @@ fn repair_on_corrupt_ledger_keeps_both_sessions_accepts_tool_writes_and_leaves_n
         sessions,
         "both sessions, every message"
     );
-    let report = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
+    let report = scan_report(&ws.db());
     assert!(!report.maka_gate.tool_writes_refused);
     assert!(report
         .runs
@@ -462,14 +400,7 @@ fn repair_on_corrupt_ledger_keeps_both_sessions_accepts_tool_writes_and_leaves_n
 #[test]
 fn gaps_an_excision_bundle_explains_are_info_naming_it_and_other_gaps_stay_warnings() {
     let ws = Ws::copy_db(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
-    json_of(&ws.run(&[
-        "doctor",
-        "excise",
-        "--apply",
-        "--no-backup",
-        "--format",
-        "json",
-    ]));
+    ws.apply_no_backup("excise");
     let bundle = excise_bundles(&ws).pop().unwrap();
     // As `doctor scan` reports them.
     let codes = |ws: &Ws| {
@@ -559,14 +490,7 @@ fn an_excised_dispatch_takes_its_operation_and_journal_rows_and_a_referencing_ro
     assert_eq!(w.dump_tables().unwrap(), before);
     drop(w);
     // A row that references the event through a key without a cascade blocks it.
-    c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    c.execute(
-        "INSERT INTO runtime_workspace_epochs VALUES ('w', 'e', 'r', 'i', 'managed_worktree', \
-         'sha1', 'c', 't', 'v', 'd', 'git_tree_materialized_with_fixed_config_v1', 'p', \
-         'maka_workspace_authority', 'ai', 'ar', 'at', ?1, 1, 0)",
-        [&call],
-    )
-    .unwrap();
+    reference_without_cascade(&c, &call);
     drop(c);
     let w = Workspace::open_read_only(&ws.db()).unwrap();
     let x = w.excision(&session, &[call]).unwrap();
@@ -578,16 +502,7 @@ fn an_excised_dispatch_takes_its_operation_and_journal_rows_and_a_referencing_ro
 fn where_excision_cannot_heal_the_plan_falls_back_to_quarantine_and_says_why() {
     let ws = Ws::copy_db(Path::new("fixtures/corrupt-ledger/runtime.sqlite"));
     let orphan = "fca88b95-bf99-4172-bc37-52b9b4d96c87";
-    let c = rusqlite::Connection::open(ws.db()).unwrap();
-    c.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
-    c.execute(
-        "INSERT INTO runtime_workspace_epochs VALUES ('w', 'e', 'r', 'i', 'managed_worktree', \
-         'sha1', 'c', 't', 'v', 'd', 'git_tree_materialized_with_fixed_config_v1', 'p', \
-         'maka_workspace_authority', 'ai', 'ar', 'at', ?1, 1, 0)",
-        [orphan],
-    )
-    .unwrap();
-    drop(c);
+    reference_without_cascade(&rusqlite::Connection::open(ws.db()).unwrap(), orphan);
     let before = ws.db_hash();
     let doc = json_of(&ws.run(&["doctor", "excise", "--apply", "--format", "json"]));
     assert_eq!(doc["applied"], false, "nothing excised: {doc:#}");

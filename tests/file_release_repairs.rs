@@ -8,6 +8,8 @@ mod common;
 use std::path::Path;
 
 use common::file_release::{build, dump, schema, stuck_runs, tree};
+use common::writing::assert_after_is_clear;
+use common::Ws;
 use serde_json::Value;
 
 const TAGS: [&str; 2] = ["v0.1.2", "v0.1.3"];
@@ -20,6 +22,15 @@ const ORPHAN: &str = "releases/v0.1.5/orphan-response";
 fn json(out: &common::Output) -> Value {
     assert_eq!(out.status, 0, "{}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// `doctor <command> --out <out> --apply --no-backup --format json`: its JSON.
+fn apply_no_backup_into(ws: &Ws, command: &str, out: &Path) -> Value {
+    let out = out.to_str().unwrap();
+    json(&ws.doctor(
+        command,
+        &["--out", out, "--apply", "--no-backup", "--format", "json"],
+    ))
 }
 
 /// The `turn_state` record main's logic writes into `session_messages` for the same
@@ -223,8 +234,7 @@ fn quarantine_moves_the_session_folder_and_restore_puts_it_back() {
             &["--out", &out_arg, "--apply", "--format", "json"],
         ));
         assert_eq!(doc["applied"], true);
-        assert_eq!(doc["after"]["tool_writes_refused"], false, "{tag}: {doc}");
-        assert_eq!(doc["after"]["startup_blocked"], false, "{tag}");
+        assert_after_is_clear(&doc, tag);
         assert!(!sessions.join(&id).exists(), "{tag}: the folder moved");
         let mut expected_dirs = dirs_before.clone();
         expected_dirs.retain(|d| *d != id);
@@ -331,18 +341,7 @@ fn a_bundle_directory_inside_sessions_is_refused() {
 fn restore_refuses_a_folder_in_the_way_or_a_changed_copy() {
     let ws = build("v0.1.2", ORPHAN, None);
     let out = ws.dir.path().join("bundles");
-    let out_arg = out.to_str().unwrap().to_owned();
-    let doc = json(&ws.doctor(
-        "quarantine",
-        &[
-            "--out",
-            &out_arg,
-            "--apply",
-            "--no-backup",
-            "--format",
-            "json",
-        ],
-    ));
+    let doc = apply_no_backup_into(&ws, "quarantine", &out);
     let id = doc["sessions"][0]["session_id"]
         .as_str()
         .unwrap()
@@ -380,21 +379,9 @@ fn excise_removes_only_the_event_and_leaves_the_session_files() {
         let files_before = tree(&sessions);
         let schema_before = schema(&ws.db());
         let out = ws.dir.path().join("bundles");
-        let out_arg = out.to_str().unwrap().to_owned();
-        let doc = json(&ws.doctor(
-            "excise",
-            &[
-                "--out",
-                &out_arg,
-                "--apply",
-                "--no-backup",
-                "--format",
-                "json",
-            ],
-        ));
+        let doc = apply_no_backup_into(&ws, "excise", &out);
         assert_eq!(doc["applied"], true, "{tag}: {doc}");
-        assert_eq!(doc["after"]["tool_writes_refused"], false, "{tag}: {doc}");
-        assert_eq!(doc["after"]["startup_blocked"], false, "{tag}");
+        assert_after_is_clear(&doc, tag);
         assert_eq!(
             doc["sessions"][0]["rows"],
             serde_json::json!({"runtime_events": 1}),

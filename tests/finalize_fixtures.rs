@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use common::finalize::*;
-use common::{integrity_ok, names, stderr};
+use common::{integrity_ok, names, stderr, text_pairs};
 use serde_json::Value;
 use wsledger::scan::runs::RunState;
 
@@ -19,38 +19,20 @@ const STUCK: &[(&str, &str)] = &[
 ];
 
 fn verdict(name: &str) -> Value {
-    serde_json::from_str(
-        &std::fs::read_to_string(Path::new("fixtures").join(name).join("verdict.json")).unwrap(),
-    )
-    .unwrap()
+    common::verdict(&Path::new("fixtures").join(name))
 }
 
 /// `(session, run)` of the stuck runs Maka reports for a fixture.
 fn verdict_stuck(name: &str) -> BTreeSet<(String, String)> {
-    verdict(name)["summary"]["stuckRunningRuns"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            (
-                r["sessionId"].as_str().unwrap().to_owned(),
-                r["runId"].as_str().unwrap().to_owned(),
-            )
-        })
+    let runs = &verdict(name)["summary"]["stuckRunningRuns"];
+    text_pairs(runs.as_array().unwrap(), "sessionId", "runId")
+        .into_iter()
         .collect()
 }
 
 fn plan_runs(doc: &Value) -> BTreeSet<(String, String)> {
-    doc["plan"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                e["session_id"].as_str().unwrap().to_owned(),
-                e["run_id"].as_str().unwrap().to_owned(),
-            )
-        })
+    text_pairs(doc["plan"].as_array().unwrap(), "session_id", "run_id")
+        .into_iter()
         .collect()
 }
 
@@ -111,11 +93,7 @@ fn dry_run_plans_every_stuck_run_and_changes_no_byte() {
         // Table and NDJSON dry runs too.
         assert!(ws.finalize(&[]).status.success());
         let nd = ws.finalize(&["--format", "ndjson"]);
-        let lines: Vec<Value> = String::from_utf8(nd.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let lines = common::ndjson_lines(&String::from_utf8(nd.stdout).unwrap());
         assert_eq!(lines.last().unwrap()["type"], "summary");
         assert_eq!(
             lines.iter().filter(|l| l["type"] == "plan").count(),
@@ -176,17 +154,12 @@ fn apply_leaves_no_stuck_run_no_new_finding_and_the_same_schema() {
         assert_eq!(again["plan"], Value::Array(Vec::new()), "{name}");
         assert_eq!(again["applied"], Value::Bool(false));
         assert_eq!(again["backup"], Value::Null);
-        let adopt: BTreeSet<(String, String)> = again["skipped"]
-            .as_array()
-            .unwrap()
+        let skipped = again["skipped"].as_array().unwrap();
+        let awaiting = skipped
             .iter()
-            .filter(|s| s["reason"] == "awaiting_adoption")
-            .map(|s| {
-                (
-                    s["session_id"].as_str().unwrap().to_owned(),
-                    s["run_id"].as_str().unwrap().to_owned(),
-                )
-            })
+            .filter(|s| s["reason"] == "awaiting_adoption");
+        let adopt: BTreeSet<(String, String)> = text_pairs(awaiting, "session_id", "run_id")
+            .into_iter()
             .collect();
         assert_eq!(adopt, plan_runs(&doc), "{name}");
         assert_eq!(ws.hash(), hash, "{name}: the second apply wrote");

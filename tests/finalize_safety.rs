@@ -5,37 +5,39 @@
 
 mod common;
 
+use common::{STUCK_RUN, STUCK_SESSION, STUCK_TURN};
+
 use std::path::Path;
-use std::time::Instant;
 
 use common::crash::{trials, Killer};
 use common::finalize::*;
+use common::writing::{assert_refused, ROOT_ID};
 use common::{integrity_ok, stderr, write_marker};
-use wsledger::db::write::{ApplyOptions, WriteError, Writer};
+use wsledger::db::write::{ApplyOptions, WriteError, WriteSet, Writer};
 use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
 
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
-const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
-
-fn no_backups(ws: &Ws) -> bool {
-    std::fs::read_dir(ws.root())
+/// Applies `writes` (planned before the file changed): refused as a change since the
+/// plan, every row left as it was. The error.
+fn refused_as_changed(ws: &Ws, writes: &WriteSet) -> WriteError {
+    let rows = ws.dump();
+    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
         .unwrap()
-        .all(|e| !e.unwrap().file_name().to_string_lossy().contains(".bak"))
+        .apply(writes, &ApplyOptions::default())
+        .unwrap_err();
+    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
+    assert_eq!(ws.dump(), rows, "the rolled-back apply left rows behind");
+    err
 }
 
 #[test]
 fn apply_is_refused_while_makas_owner_lock_is_held() {
     let ws = Ws::copy("stuck-running");
-    let root = "0123456789abcdef".repeat(4);
-    write_marker(&ws.root(), &root);
-    let before = ws.hash();
     // Maka's lock: an OFD fcntl write lock on <namespace>/<rootId>/owner.lock.
-    let held = wsledger::lock::acquire(&ws.control(), std::slice::from_ref(&root)).unwrap();
+    let held = ws.hold_owner_lock();
+    let before = ws.hash();
     let o = ws.finalize(&["--apply"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(o.stdout.is_empty());
+    assert_refused(&o);
     let err = stderr(&o);
     assert!(
         err.contains("error:") && err.contains("owner.lock"),
@@ -43,14 +45,14 @@ fn apply_is_refused_while_makas_owner_lock_is_held() {
     );
     assert!(err.contains("hint:") && err.contains("quit Maka"), "{err}");
     assert_eq!(ws.hash(), before, "written while the lock was held");
-    assert!(no_backups(&ws));
+    assert!(!ws.has_backup());
     drop(held);
 
     let o = ws.finalize(&["--apply", "--no-backup"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("owner lock:"), "{}", stderr(&o));
     use std::os::unix::fs::PermissionsExt;
-    let lock = ws.control().join(&root).join("owner.lock");
+    let lock = ws.control().join(ROOT_ID).join("owner.lock");
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&lock), 0o600);
     assert_eq!(mode(lock.parent().unwrap()), 0o700);
@@ -104,15 +106,8 @@ fn a_run_that_changed_after_the_plan_rolls_everything_back() {
         )
         .unwrap();
     }
-    let rows = ws.dump();
-    let writer = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate).unwrap();
-    let err = writer
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
+    let err = refused_as_changed(&ws, &planning.plan.writes);
     assert!(err.to_string().contains(STUCK_RUN), "{err}");
-    drop(writer);
-    assert_eq!(ws.dump(), rows, "the rolled-back apply left rows behind");
     assert!(integrity_ok(&ws.db()));
 
     // A session change (the session header row is written with --project-header).
@@ -124,13 +119,7 @@ fn a_run_that_changed_after_the_plan_rolls_everything_back() {
             [],
         )
         .unwrap();
-    let rows = ws.dump();
-    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
-        .unwrap()
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
-    assert_eq!(ws.dump(), rows);
+    refused_as_changed(&ws, &planning.plan.writes);
 }
 
 #[test]
@@ -152,7 +141,7 @@ fn read_only_files_and_directories_are_refused() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(o.stdout.is_empty());
     assert_eq!(ws.hash(), before);
-    assert!(no_backups(&ws));
+    assert!(!ws.has_backup());
     // The dry run still works on a read-only file.
     set(&ws.db(), 0o444);
     assert!(ws.finalize(&[]).status.success());
@@ -226,7 +215,7 @@ fn a_schema_that_differs_in_the_repair_tables_is_refused() {
             stderr(&o)
         );
         assert_eq!(ws.hash(), before, "{sql}");
-        assert!(no_backups(&ws));
+        assert!(!ws.has_backup());
     }
 }
 
@@ -258,22 +247,16 @@ fn a_killed_apply_leaves_the_file_unchanged_or_fully_finalized() {
     let untouched = Ws::copy("stuck-running");
     let original = untouched.dump();
     let done = Ws::copy("stuck-running");
-    let start = Instant::now();
-    assert!(done.finalize_env(&args, &env).status.success());
-    let full_run = start.elapsed();
+    let mut killer = Killer::timing(done.finalize_command(&args, &env));
     let finalized = done.dump();
     assert_ne!(original, finalized);
 
-    let mut killer = Killer::new(full_run);
     let seed = killer.seed;
     let (mut unchanged, mut complete) = (0, 0);
     for trial in 0..trials {
-        let ws = Ws::copy("stuck-running");
-        killer.run(ws.finalize_command(&args, &env));
-        assert!(
-            integrity_ok(&ws.db()),
-            "trial {trial} (seed {seed}): integrity"
-        );
+        let ws = killer.kill_on_copy("stuck-running", trial, |ws| {
+            ws.finalize_command(&args, &env)
+        });
         let rows = ws.dump();
         if rows == original {
             unchanged += 1;
@@ -298,21 +281,11 @@ fn a_killed_apply_leaves_the_file_unchanged_or_fully_finalized() {
 
 #[test]
 fn a_plan_that_writes_tool_outcomes_rolls_back_on_any_ledger_change() {
-    // crash-mid-tool with its dispatch re-labelled `outcome_unknown`: the plan writes a
-    // T2 outcome, which is only right while Maka's whole-file gate accepts tool writes.
-    let op = "toolop_e6e54c955b76c4be87dc0809acbe69a8";
-    let ws = Ws::copy("crash-mid-tool");
-    ws.conn()
-        .execute_batch(&format!(
-            "UPDATE runtime_events SET payload_json = replace(payload_json, \
-             '\"recoveryMode\":\"never_auto_retry\"', '\"recoveryMode\":\"outcome_unknown\"') \
-             WHERE event_id = '{op}_dispatch';
-             UPDATE tool_operations SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{op}';
-             UPDATE tool_journal_events SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{op}';"
-        ))
-        .unwrap();
+    // The plan writes a T2 outcome, which is only right while Maka's whole-file gate
+    // accepts tool writes.
+    let ws = outcome_unknown_ws();
     let planning = plan_finalize(&ws.db(), &PlanOptions::default()).unwrap();
-    assert_eq!(planning.plan.plan[0].settles, vec![op.to_owned()]);
+    assert_eq!(planning.plan.plan[0].settles, vec![CRASH_OP.to_owned()]);
     // An undecodable row lands in another session meanwhile.
     ws.conn()
         .execute(
@@ -321,11 +294,5 @@ fn a_plan_that_writes_tool_outcomes_rolls_back_on_any_ledger_change() {
             [],
         )
         .unwrap();
-    let rows = ws.dump();
-    let err = Writer::open(&ws.db(), wsledger::release::repair_basis::schema_gate)
-        .unwrap()
-        .apply(&planning.plan.writes, &ApplyOptions::default())
-        .unwrap_err();
-    assert!(matches!(err, WriteError::Changed { .. }), "{err}");
-    assert_eq!(ws.dump(), rows);
+    refused_as_changed(&ws, &planning.plan.writes);
 }

@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::{STUCK_RUN, STUCK_SESSION, STUCK_TURN};
+
 use common::finalize::*;
 use serde_json::Value;
 use wsledger::json::{JsStr, Json};
@@ -12,17 +14,11 @@ use wsledger::scan::runs::RunState;
 // crash-mid-tool: the stuck run, its session, and its one unsettled operation.
 const CRASH_SESSION: &str = "240cf9b4-c3c1-4e19-8261-2a9442b16caf";
 const CRASH_RUN: &str = "ca128d82-4499-4bd5-bc6b-8b2a9dcdf152";
-const CRASH_OP: &str = "toolop_e6e54c955b76c4be87dc0809acbe69a8";
 // crash-mid-tool: a completed run whose terminal event is its session's last.
 const DONE_SESSION: &str = "b44b2e58-d1bc-4af6-8ddb-008ac7ee6e58";
 const DONE_RUN: &str = "6c463b13-d7e4-4363-acc3-7f47d400a573";
 const DONE_TERMINAL: &str = "821fff1c-52c5-4100-a569-c3d1824b98ea";
 const DONE_TURN: &str = "1a867230-b867-49ba-a789-8870cba7f750";
-// stuck-running: the stuck run.
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
-const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
-
 fn exec(ws: &Ws, sql: &str) {
     ws.conn().execute_batch(sql).unwrap();
 }
@@ -40,22 +36,6 @@ fn skipped_reason(doc: &Value, run: &str) -> Option<String> {
         .iter()
         .find(|s| s["run_id"] == run)
         .map(|s| s["reason"].as_str().unwrap().to_owned())
-}
-
-/// crash-mid-tool with its `Bash` dispatch re-labelled `outcome_unknown`.
-fn outcome_unknown_ws() -> Ws {
-    let ws = Ws::copy("crash-mid-tool");
-    exec(
-        &ws,
-        &format!(
-            "UPDATE runtime_events SET payload_json = replace(payload_json, \
-             '\"recoveryMode\":\"never_auto_retry\"', '\"recoveryMode\":\"outcome_unknown\"') \
-             WHERE event_id = '{CRASH_OP}_dispatch';
-             UPDATE tool_operations SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{CRASH_OP}';
-             UPDATE tool_journal_events SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{CRASH_OP}';"
-        ),
-    );
-    ws
 }
 
 #[test]

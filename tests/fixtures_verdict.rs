@@ -1,7 +1,10 @@
 //! Our verdict on every real workspace equals Maka's own (`verdict.json`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::{makas_issues, verdict};
 use serde_json::Value;
 use wsledger::scan::runs::RunState;
 use wsledger::scan::{scan_path, ScanOptions};
@@ -42,21 +45,8 @@ fn writer(dir: &Path) -> String {
     g["release"]["tag"].as_str().unwrap_or("main").to_owned()
 }
 
-fn verdict(dir: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("verdict.json")).unwrap()).unwrap()
-}
-
 fn pairs(list: &Value, a: &str, b: &str) -> Vec<(String, String)> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| {
-            (
-                x[a].as_str().unwrap().to_owned(),
-                x[b].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect()
+    common::text_pairs(list.as_array().unwrap(), a, b)
 }
 
 #[test]
@@ -107,19 +97,7 @@ fn every_real_workspace_gets_makas_verdict() {
         );
 
         // Scanner issues: code, event id, operation/tool call ids, in Maka's order.
-        let want: Vec<(String, String, Option<String>, Option<String>)> = v["wholeFile"]["issues"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|i| {
-                (
-                    i["code"].as_str().unwrap().to_owned(),
-                    i["eventId"].as_str().unwrap().to_owned(),
-                    i["operationId"].as_str().map(str::to_owned),
-                    i["toolCallId"].as_str().map(str::to_owned),
-                )
-            })
-            .collect();
+        let want = makas_issues(&v).unwrap();
         let got: Vec<_> = report
             .issues
             .iter()

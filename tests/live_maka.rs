@@ -10,6 +10,8 @@
 //! clock.
 
 mod common;
+
+use common::STUCK_SESSION;
 mod corpus;
 
 use std::io::Read;
@@ -24,9 +26,6 @@ use serde_json::Value;
 use wsledger::db::write::{ApplyOptions, Writer};
 use wsledger::finalize::plan_finalize;
 use wsledger::finalize::PlanOptions;
-
-/// The session of `fixtures/stuck-running` whose run is stuck.
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
 
 /// Not a check: the lock-holding process some tests spawn (see `corpus::hold`).
 #[test]

@@ -4,10 +4,9 @@
 //! in Maka's order), its two stuck runs, and nothing else. Skipped, saying how to get
 //! the file, when it is not unpacked. Not timed: speed is `benches/scan.rs`'s.
 
-#[allow(dead_code)]
-#[path = "../benches/common/maka_bench.rs"]
-mod maka_bench;
+mod common;
 
+use common::maka_bench;
 use serde_json::Value;
 use wsledger::scan::{scan_path, ScanOptions};
 
@@ -143,13 +142,10 @@ fn the_bench_workspace_diagnosis_counts_what_quarantine_moves() {
         let (d, _) = wsledger::diagnosis::diagnose_workspace(ws, &report, "bench")?;
         let mut want = std::collections::BTreeMap::new();
         for s in &d.damaged_sessions {
-            let rows: std::collections::BTreeMap<String, usize> = ws
-                .deletion(&s.session_id)?
-                .counts()
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .collect();
-            want.insert(s.session_id.clone(), rows);
+            want.insert(
+                s.session_id.clone(),
+                common::rows_set_aside(ws, &s.session_id)?,
+            );
         }
         Ok((d, want))
     })

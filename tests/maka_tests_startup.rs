@@ -11,7 +11,7 @@ mod common;
 
 use std::path::Path;
 
-use common::maka_tests;
+use common::{findings_with, maka_tests, makas_issues, Issue};
 use serde_json::Value;
 
 fn read_json(p: &Path) -> Value {
@@ -19,26 +19,6 @@ fn read_json(p: &Path) -> Value {
         &std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
     )
     .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-}
-
-/// `(code, event id, operation id, tool call id)` of Maka's scanner issues.
-type Issue = (String, String, Option<String>, Option<String>);
-
-fn makas_issues(verdict: &Value) -> Vec<Issue> {
-    verdict["wholeFile"]["issues"]
-        .as_array()
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .map(|i| {
-            (
-                i["code"].as_str().unwrap().to_owned(),
-                i["eventId"].as_str().unwrap().to_owned(),
-                i["operationId"].as_str().map(str::to_owned),
-                i["toolCallId"].as_str().map(str::to_owned),
-            )
-        })
-        .collect()
 }
 
 fn our_issues(scan: &Value) -> Vec<Issue> {
@@ -91,14 +71,7 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
         if kind == "none" {
             continue; // not even Maka's runtime store opens it: nothing to compare
         }
-        let out = common::wsledger(&[
-            "doctor",
-            "scan",
-            "--workspace",
-            dir.to_str().unwrap(),
-            "--format",
-            "json",
-        ]);
+        let out = common::wsledger(&common::scan_json_args(dir));
         if out.status == 2 {
             failures.push(format!("{name}: exit 2: {}", out.stderr.trim()));
             continue;
@@ -138,18 +111,8 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
                 full += 1;
                 let summary = &verdict["summary"];
                 let got: Vec<(String, String)> = {
-                    let mut v: Vec<(String, String)> = scan["findings"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .filter(|f| f["code"] == "run_stuck_running")
-                        .map(|f| {
-                            (
-                                f["session_id"].as_str().unwrap().to_owned(),
-                                f["run_id"].as_str().unwrap().to_owned(),
-                            )
-                        })
-                        .collect();
+                    let stuck = findings_with(&scan, "run_stuck_running");
+                    let mut v = common::text_pairs(stuck, "session_id", "run_id");
                     v.sort();
                     v
                 };
@@ -178,7 +141,7 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
                 );
             }
         }
-        let (got, want) = (our_issues(&scan), makas_issues(verdict));
+        let (got, want) = (our_issues(&scan), makas_issues(verdict).unwrap_or_default());
         check(
             "scanner issues",
             got == want,
@@ -191,11 +154,8 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
             .iter()
             .map(|d| d["eventId"].as_str().unwrap().to_owned())
             .collect();
-        let got: Vec<String> = scan["findings"]
-            .as_array()
-            .unwrap()
+        let got: Vec<String> = findings_with(&scan, "event_undecodable")
             .iter()
-            .filter(|f| f["code"] == "event_undecodable")
             .map(|f| f["event_id"].as_str().unwrap().to_owned())
             .collect();
         check(
@@ -209,10 +169,5 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
         startups >= 170 && full >= 170 && store_only >= 70,
         "{startups} start-ups, {full} full and {store_only} store-only verdicts compared"
     );
-    assert!(
-        failures.is_empty(),
-        "{} disagreement(s) with Maka:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "disagreement(s) with Maka");
 }

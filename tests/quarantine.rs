@@ -8,15 +8,16 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 use common::crash::{trials, Killer};
-use common::{integrity_ok, json_of, stderr, write_marker, Ws};
+use common::writing::{
+    assert_after_is_clear, assert_gate_clear_and_startup_unblocked, assert_refused, ndjson,
+    scan_report,
+};
+use common::{json_of, stderr, Ws};
 use serde_json::Value;
 use wsledger::bundle::Bundle;
 use wsledger::db::Workspace;
-use wsledger::quarantine::startup_blockers;
-use wsledger::scan::{scan_path, ScanOptions};
 
 fn damaged_fixtures() -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir("fixtures")
@@ -32,10 +33,7 @@ fn damaged_fixtures() -> Vec<String> {
 fn session_ids(db: &Path) -> BTreeSet<String> {
     let ws = Workspace::open_read_only(db).unwrap();
     let mut ids: BTreeSet<String> = ws.session_ids().unwrap().into_iter().collect();
-    for r in scan_path(db, ScanOptions::default(), &mut |_, _| {})
-        .unwrap()
-        .runs
-    {
+    for r in scan_report(db).runs {
         ids.insert(r.session_id);
     }
     ids
@@ -64,8 +62,7 @@ fn every_damaged_fixture_is_quarantined_replayed_and_restored_exactly() {
         let plan = json_of(&ws.run(&["doctor", "quarantine", "--format", "json"]));
         assert_eq!(plan["schema_version"], 1);
         assert_eq!(plan["before"]["tool_writes_refused"], true, "{name}");
-        assert_eq!(plan["after"]["tool_writes_refused"], false, "{name}");
-        assert_eq!(plan["after"]["startup_blocked"], false, "{name}");
+        assert_after_is_clear(&plan, &name);
         let planned: BTreeSet<String> = plan["sessions"]
             .as_array()
             .unwrap()
@@ -94,15 +91,9 @@ fn every_damaged_fixture_is_quarantined_replayed_and_restored_exactly() {
         // Apply.
         let done = json_of(&ws.run(&["doctor", "quarantine", "--apply", "--format", "json"]));
         assert_eq!(done["applied"], true);
-        assert_eq!(done["after"]["tool_writes_refused"], false, "{name}");
-        assert_eq!(done["after"]["startup_blocked"], false, "{name}");
+        assert_after_is_clear(&done, &name);
         // Our own scan agrees: gate clear, no start-up blocker.
-        let report = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
-        assert!(!report.maka_gate.tool_writes_refused, "{name}");
-        assert!(
-            startup_blockers(&report, &BTreeSet::new()).is_empty(),
-            "{name}"
-        );
+        assert_gate_clear_and_startup_unblocked(&scan_report(&ws.db()), &name);
         // Every other session keeps every row.
         let after_ws = Workspace::open_read_only(&ws.db()).unwrap();
         for (s, before) in others.iter().zip(&others_before) {
@@ -138,15 +129,11 @@ fn every_damaged_fixture_is_quarantined_replayed_and_restored_exactly() {
 
         // Restore: every table equals the original's (rows, values, storage classes,
         // rowid order).
-        let mut args = vec!["doctor".to_owned(), "restore".into(), "--apply".into()];
-        args.extend(planned.iter().map(|s| {
-            ws.bundles()
-                .join(format!("{s}.bundle.json"))
-                .display()
-                .to_string()
-        }));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let o = ws.run(&args);
+        let bundles: Vec<PathBuf> = planned
+            .iter()
+            .map(|s| ws.bundles().join(format!("{s}.bundle.json")))
+            .collect();
+        let o = ws.restore(&["--apply"], &bundles);
         assert!(o.status.success(), "{name}: {}", stderr(&o));
         let restored = ws.tables();
         for (t, rows) in &original {
@@ -159,17 +146,11 @@ fn every_damaged_fixture_is_quarantined_replayed_and_restored_exactly() {
 #[test]
 fn a_healthy_workspace_has_an_empty_plan_and_apply_changes_nothing() {
     let ws = Ws::copy("healthy");
-    let before = ws.db_hash();
-    let files = ws.files();
+    let before = ws.state();
     let plan = json_of(&ws.run(&["doctor", "quarantine", "--format", "json"]));
     assert!(plan["sessions"].as_array().unwrap().is_empty());
     assert_eq!(plan["after"]["tool_writes_refused"], false);
-    let o = ws.run(&["doctor", "quarantine", "--apply", "--format", "json"]);
-    let doc = json_of(&o);
-    assert_eq!(doc["applied"], false);
-    assert!(doc["backup"].is_null());
-    assert_eq!(ws.db_hash(), before);
-    assert_eq!(ws.files(), files, "no backup, no bundle directory");
+    ws.apply_changes_nothing("quarantine", &before);
 }
 
 #[test]
@@ -177,10 +158,7 @@ fn ndjson_and_table_output() {
     let ws = Ws::copy("orphan-response");
     let o = ws.run(&["doctor", "quarantine", "--format", "ndjson"]);
     assert!(o.status.success());
-    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = ndjson(&o);
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["type"], "session");
     assert_eq!(lines[1]["type"], "summary");
@@ -195,15 +173,8 @@ fn ndjson_and_table_output() {
 fn the_workspace_authority_session_is_never_touched() {
     let ws = Ws::copy("orphan-response");
     let before = ws.db_hash();
-    let o = ws.run(&[
-        "doctor",
-        "quarantine",
-        "--apply",
-        "--session",
-        "maka_workspace_authority",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(o.stdout.is_empty());
+    let o = ws.apply_to_workspace_authority("quarantine");
+    assert_refused(&o);
     assert!(stderr(&o).contains("error:"));
     assert_eq!(ws.db_hash(), before);
 }
@@ -211,17 +182,15 @@ fn the_workspace_authority_session_is_never_touched() {
 #[test]
 fn a_held_owner_lock_refuses_and_changes_nothing() {
     let ws = Ws::copy("orphan-response");
-    let root = "0123456789abcdef".repeat(4);
-    write_marker(&ws.root(), &root);
+    let held = ws.hold_owner_lock();
     let before = ws.db_hash();
-    let held = wsledger::lock::acquire(&ws.control(), std::slice::from_ref(&root)).unwrap();
     let o = ws.run(&["doctor", "quarantine", "--apply"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
     assert_eq!(ws.db_hash(), before);
     let bundles = std::fs::read_dir(ws.bundles()).map_or(0, |d| d.count());
     assert_eq!(bundles, 0, "no bundle while the lock is held");
-    assert!(!ws.files().iter().any(|f| f.ends_with(".bak")));
+    assert!(!ws.has_backup());
     drop(held);
     let o = ws.run(&["doctor", "quarantine", "--apply"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -232,21 +201,11 @@ fn a_held_owner_lock_refuses_and_changes_nothing() {
 fn an_unwritable_bundle_path_refuses_and_changes_nothing() {
     let ws = Ws::copy("orphan-response");
     let before = ws.db_hash();
-    let blocker = ws.dir.path().join("a-file");
-    std::fs::write(&blocker, "x").unwrap();
-    let out = blocker.join("bundles");
-    let o = ws.run(&[
-        "doctor",
-        "quarantine",
-        "--apply",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(o.stdout.is_empty());
+    let o = ws.apply_out_below_a_file("quarantine");
+    assert_refused(&o);
     assert!(stderr(&o).contains("hint:"));
     assert_eq!(ws.db_hash(), before);
-    assert!(!ws.files().iter().any(|f| f.ends_with(".bak")));
+    assert!(!ws.has_backup());
 }
 
 #[test]
@@ -312,22 +271,17 @@ fn a_killed_apply_leaves_the_old_or_the_finished_database_and_never_loses_a_bund
     let untouched = Ws::copy(fixture);
     let original = untouched.tables();
     let done = Ws::copy(fixture);
-    let start = Instant::now();
-    assert!(done.run(&args).status.success());
-    let full = start.elapsed();
+    let mut killer = Killer::timing(done.command(&args));
     let finished = done.tables();
     assert_ne!(original, finished);
     let sessions: Vec<String> = std::fs::read_dir(done.bundles())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    let mut killer = Killer::new(full);
     let seed = killer.seed;
     let (mut old, mut new) = (0, 0);
     for trial in 0..trials {
-        let ws = Ws::copy(fixture);
-        killer.run(ws.command(&args));
-        assert!(integrity_ok(&ws.db()), "trial {trial} (seed {seed})");
+        let ws = killer.kill_on_copy(fixture, trial, |ws| ws.command(&args));
         let now = ws.tables();
         if now == original {
             old += 1;
@@ -394,9 +348,7 @@ fn deletion_counts_equal_the_rows_the_quarantine_moves() {
 /// counted once per row, as `deletion` takes it once.
 #[test]
 fn deletion_counts_take_a_row_reached_twice_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/orphan-response/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/orphan-response"));
     let c = rusqlite::Connection::open(&db).unwrap();
     c.execute_batch(
         "CREATE TABLE twice (k INTEGER PRIMARY KEY, \
@@ -430,9 +382,7 @@ fn deletion_counts_take_a_row_reached_twice_once() {
 /// takes a blob for a text).
 #[test]
 fn deletion_counts_of_many_sessions_follow_every_clause() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/healthy"));
     let c = rusqlite::Connection::open(&db).unwrap();
     let other = "(SELECT e.event_id FROM runtime_events e WHERE e.session_id != \
                  (SELECT x.session_id FROM runtime_events x \
@@ -523,9 +473,7 @@ fn deletion_counts_of_many_sessions_follow_every_clause() {
 fn journal_event_refs_give_up_on_numbers_and_on_large_journals() {
     use rusqlite::types::ValueRef;
     use wsledger::db::quarantine::{JournalRefsBuilder, JOURNAL_REFS_MAX_ROWS};
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/healthy"));
     let ws = Workspace::open_read_only(&db).unwrap();
     assert!(ws.journal_event_refs().unwrap().is_some());
     drop(ws);
@@ -565,9 +513,7 @@ fn journal_event_refs_give_up_on_numbers_and_on_large_journals() {
 /// whole once where the operations are, with the same counts.
 #[test]
 fn deletion_counts_without_the_journal_index_read_the_journal_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/healthy/runtime.sqlite", &db).unwrap();
+    let (_dir, db) = common::copy_db(Path::new("fixtures/healthy"));
     let c = rusqlite::Connection::open(&db).unwrap();
     c.execute_batch("DROP INDEX tool_journal_events_by_operation")
         .unwrap();

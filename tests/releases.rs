@@ -5,7 +5,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{copy_fixture, wsledger};
+use common::{copy_fixture, findings_with, wsledger};
 use serde_json::Value;
 
 fn json(s: &str) -> Value {
@@ -47,12 +47,7 @@ fn healthy_files_of_every_release_scan_with_exit_0() {
         assert_eq!(doc["summary"]["errors"], 0, "{dir}");
         assert_eq!(doc["summary"]["warnings"], 0, "{dir}");
         // v0.1.11 and main are the newest builds: nothing to say about their schema.
-        let older = doc["findings"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|f| f["code"] == "schema_older_release")
-            .count();
+        let older = findings_with(&doc, "schema_older_release").len();
         assert_eq!(
             older,
             usize::from(tag != "v0.1.11" && tag != "main"),
@@ -129,12 +124,7 @@ fn pi_agent_in_a_v0111_file_is_an_error() {
     );
     let (status, doc) = scan(&ws);
     assert_eq!(status, 1, "{doc}");
-    let f: Vec<&Value> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "session_header_undecodable")
-        .collect();
+    let f = findings_with(&doc, "session_header_undecodable");
     assert_eq!(f.len(), 1, "{doc}");
     assert_eq!(f[0]["severity"], "error");
     assert!(f[0]["message"].as_str().unwrap().contains("backend"));

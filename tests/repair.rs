@@ -6,15 +6,15 @@
 mod common;
 
 use std::path::Path;
-use std::time::Instant;
 
 use common::crash::{trials, Killer};
-use common::{integrity_ok, json_of, stderr, write_marker, Ws};
+use common::writing::{
+    assert_after_is_clear, assert_gate_clear_and_startup_unblocked, assert_refused, scan_report,
+};
+use common::{json_of, stderr, Ws};
 use wsledger::bundle::{Bundle, Cell};
 use wsledger::db::Workspace;
-use wsledger::quarantine::startup_blockers;
 use wsledger::scan::runs::RunState;
-use wsledger::scan::{scan_path, ScanOptions};
 
 /// Every bundled real workspace that is damaged or has a stuck run.
 fn broken_fixtures() -> Vec<String> {
@@ -42,7 +42,7 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
         assert_eq!(dry["applied"], false);
         let steps = dry["diagnosis"]["plan"]["steps"].as_array().unwrap();
         assert!(!steps.is_empty(), "{name}: nothing planned");
-        assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+        assert!(!ws.has_backup());
 
         let doc = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
         assert_eq!(doc["applied"], true, "{name}");
@@ -52,19 +52,11 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
             1,
             "{name}: exactly one backup"
         );
-        assert_eq!(
-            doc["after"]["tool_writes_refused"], false,
-            "{name}: {doc:#}"
-        );
-        assert_eq!(doc["after"]["startup_blocked"], false, "{name}");
+        assert_after_is_clear(&doc, &name);
         assert_eq!(doc["after"]["stuck_runs"], 0, "{name}");
         // Our own rescan agrees.
-        let after = scan_path(&ws.db(), ScanOptions::default(), &mut |_, _| {}).unwrap();
-        assert!(!after.maka_gate.tool_writes_refused, "{name}");
-        assert!(
-            startup_blockers(&after, &Default::default()).is_empty(),
-            "{name}"
-        );
+        let after = scan_report(&ws.db());
+        assert_gate_clear_and_startup_unblocked(&after, &name);
         assert!(
             after.runs.iter().all(|r| r.state != RunState::Stuck),
             "{name}"
@@ -130,10 +122,8 @@ fn repair_leaves_every_broken_real_workspace_clear_and_its_bundles_restore_exact
             if group.is_empty() {
                 continue;
             }
-            let mut a = vec!["doctor", "restore", "--apply"];
-            a.extend(group.iter().map(|s| s.as_str()));
             let h = ws.db_hash();
-            let o = ws.run(&a);
+            let o = ws.restore(&["--apply"], &group);
             if excise && o.status.code() == Some(2) {
                 // The terminal event finalize wrote took the excised event's
                 // event_seq or ordinal (it was the run's last): refused, nothing changed.
@@ -172,25 +162,21 @@ fn a_healthy_workspace_plans_nothing_and_apply_changes_nothing() {
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(out.contains("plan: nothing to do"), "{out}");
     assert_eq!(ws.db_hash(), before);
-    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+    assert!(!ws.has_backup());
     assert!(!ws.bundles().exists());
 }
 
 #[test]
 fn a_held_owner_lock_refuses_and_changes_nothing() {
     let ws = Ws::copy("corrupt-ledger");
-    let root = "0123456789abcdef".repeat(4);
-    write_marker(&ws.root(), &root);
+    let held = ws.hold_owner_lock();
     let before = ws.db_hash();
-    let held = wsledger::lock::acquire(&ws.dir.path().join("control"), std::slice::from_ref(&root))
-        .unwrap();
     let o = ws.run(&["doctor", "repair", "--apply"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(o.stdout.is_empty());
+    assert_refused(&o);
     assert!(stderr(&o).contains("owner.lock"), "{}", stderr(&o));
     assert_eq!(ws.db_hash(), before);
     assert!(!ws.bundles().exists(), "nothing created before the refusal");
-    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+    assert!(!ws.has_backup());
     drop(held);
     let o = ws.run(&["doctor", "repair", "--apply"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -214,7 +200,7 @@ fn a_read_only_database_refuses_and_changes_nothing() {
     assert!(stderr(&o).contains("read-only"), "{}", stderr(&o));
     assert!(stderr(&o).contains("hint:"));
     assert_eq!(ws.db_hash(), before);
-    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+    assert!(!ws.has_backup());
 }
 
 #[test]
@@ -240,18 +226,13 @@ fn a_killed_apply_leaves_the_old_the_quarantined_or_the_finished_database() {
         .success());
     let quarantined = half.tables();
     let done = Ws::copy(fixture);
-    let start = Instant::now();
-    assert!(done.run(&args).status.success());
-    let full = start.elapsed();
+    let mut killer = Killer::timing(done.command(&args));
     let finished = done.tables();
     assert!(original != quarantined && quarantined != finished);
-    let mut killer = Killer::new(full);
     let seed = killer.seed;
     let (mut old, mut mid, mut new) = (0, 0, 0);
     for trial in 0..trials {
-        let ws = Ws::copy(fixture);
-        killer.run(ws.command(&args));
-        assert!(integrity_ok(&ws.db()), "trial {trial} (seed {seed})");
+        let ws = killer.kill_on_copy(fixture, trial, |ws| ws.command(&args));
         let now = ws.tables();
         if now == original {
             old += 1;
@@ -300,11 +281,7 @@ fn repair_leaves_every_broken_release_workspace_clear() {
             let ws = Ws::copy(&name);
             let doc = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
             assert_eq!(doc["applied"], true, "{name}");
-            assert_eq!(
-                doc["after"]["tool_writes_refused"], false,
-                "{name}: {doc:#}"
-            );
-            assert_eq!(doc["after"]["startup_blocked"], false, "{name}");
+            assert_after_is_clear(&doc, &name);
             assert_eq!(doc["after"]["stuck_runs"], 0, "{name}");
             let h = ws.db_hash();
             let again = json_of(&ws.run(&["doctor", "repair", "--apply", "--format", "json"]));
@@ -324,8 +301,7 @@ fn a_file_no_repair_may_write_is_refused_before_anything_is_created() {
     drop(c);
     let before = ws.db_hash();
     let o = ws.run(&["doctor", "repair", "--apply"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(o.stdout.is_empty());
+    assert_refused(&o);
     assert!(
         stderr(&o).contains("cannot be repaired in its schema"),
         "{}",
@@ -333,5 +309,5 @@ fn a_file_no_repair_may_write_is_refused_before_anything_is_created() {
     );
     assert_eq!(ws.db_hash(), before);
     assert!(!ws.bundles().exists());
-    assert!(ws.files().iter().all(|f| !f.ends_with(".bak")));
+    assert!(!ws.has_backup());
 }

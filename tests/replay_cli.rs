@@ -7,7 +7,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{names, snapshot};
+use common::{findings_with, names, ndjson_lines, snapshot};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use wsledger::db::session::SESSION_QUERIES;
@@ -41,6 +41,13 @@ fn stderr(o: &Output) -> String {
 
 fn json_out(o: &Output) -> Value {
     serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+/// `replay --format <format> --bundle <bundles>`.
+fn replay_bundles(format: &str, bundles: &[&str]) -> Output {
+    let mut argv = vec!["replay", "--format", format, "--bundle"];
+    argv.extend(bundles);
+    wsledger(&argv)
 }
 
 fn replay_json(ws: &str, session: &str) -> (i32, Value) {
@@ -144,10 +151,7 @@ fn ndjson_is_steps_and_divergences_then_one_summary() {
         "ndjson",
     ]);
     assert_eq!(code(&o), 1);
-    let lines: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = ndjson_lines(&stdout(&o));
     let types: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
     assert_eq!(*types.last().unwrap(), "summary");
     assert!(types[..types.len() - 1]
@@ -252,9 +256,7 @@ fn many_bundles_give_one_result_each_and_do_not_stop_at_a_failure() {
         orphan.to_str().unwrap(),
         missing.to_str().unwrap(),
     ];
-    let mut argv = vec!["replay", "--format", "json", "--bundle"];
-    argv.extend(args);
-    let o = wsledger(&argv);
+    let o = replay_bundles("json", &args);
     assert_eq!(code(&o), 2);
     let doc = json_out(&o);
     assert_eq!(doc["schema_version"], 1);
@@ -276,29 +278,18 @@ fn many_bundles_give_one_result_each_and_do_not_stop_at_a_failure() {
     assert_eq!(results[3]["status"], 2);
 
     // Without a failing input the status is the worst check: 1.
-    let o = wsledger(&[
-        "replay",
-        "--format",
+    let o = replay_bundles(
         "json",
-        "--bundle",
-        healthy.to_str().unwrap(),
-        orphan.to_str().unwrap(),
-    ]);
+        &[healthy.to_str().unwrap(), orphan.to_str().unwrap()],
+    );
     assert_eq!(code(&o), 1);
     // NDJSON of several bundles: every record names its bundle.
-    let o = wsledger(&[
-        "replay",
-        "--format",
+    let o = replay_bundles(
         "ndjson",
-        "--bundle",
-        healthy.to_str().unwrap(),
-        broken.to_str().unwrap(),
-    ]);
+        &[healthy.to_str().unwrap(), broken.to_str().unwrap()],
+    );
     assert_eq!(code(&o), 2);
-    let lines: Vec<Value> = stdout(&o)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = ndjson_lines(&stdout(&o));
     assert!(lines.iter().all(|l| l["path"].is_string()));
     assert_eq!(lines.last().unwrap()["type"], "error");
     assert_eq!(lines.iter().filter(|l| l["type"] == "summary").count(), 1);
@@ -317,12 +308,9 @@ fn every_session_query_goes_through_an_index() {
     }
 }
 
-/// A copy of a real fixture in a temporary directory, for edits.
+/// A copy of a real fixture's database in a temporary directory, for edits.
 fn copy_fixture(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy(Path::new("fixtures").join(name).join("runtime.sqlite"), &db).unwrap();
-    (dir, db)
+    common::copy_db(&Path::new("fixtures").join(name))
 }
 
 fn edit(db: &Path, sql: &str) {
@@ -392,12 +380,7 @@ fn an_edited_tool_projection_shows_exactly_that_divergence() {
     // `doctor scan` reports the same disagreement (its message format is unchanged).
     let o = wsledger(&["doctor", "scan", ws, "--format", "json"]);
     let scan = json_out(&o);
-    let f: Vec<&Value> = scan["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "projection_operation_mismatch")
-        .collect();
+    let f = findings_with(&scan, "projection_operation_mismatch");
     assert_eq!(f.len(), 1);
     assert_eq!(
         f[0]["message"],

@@ -7,12 +7,11 @@
 #[path = "../examples/genws.rs"]
 mod genws;
 
-#[allow(dead_code)]
-#[path = "../benches/common/maka_bench.rs"]
-mod maka_bench;
+mod common;
 
 use std::path::{Path, PathBuf};
 
+use common::maka_bench;
 use wsledger::scan::{scan_path, ScanOptions, Threads};
 
 fn fixture(name: &str) -> PathBuf {
@@ -102,6 +101,25 @@ fn same_in_every_spread(db: &Path, one: &(serde_json::Value, String)) {
     }
 }
 
+/// Every spread gives the one-thread report: `one` with every run kept, `one_default`
+/// without.
+fn same_both_ways_in_every_spread(
+    db: &Path,
+    name: &str,
+    one: &(serde_json::Value, String),
+    one_default: &(serde_json::Value, String),
+) {
+    for threads in SPREAD {
+        let other = scan(db, threads);
+        assert!(other == *one, "{name}: {threads:?} differs from one thread");
+        let other = scan_as(db, threads, false);
+        assert!(
+            other == *one_default,
+            "{name}: {threads:?} without every run differs from one thread"
+        );
+    }
+}
+
 /// The ways of spreading the work that must equal [`Threads::One`].
 const SPREAD: [Threads; 7] = [
     Threads::Auto,
@@ -158,18 +176,7 @@ fn every_way_of_spreading_a_scan_gives_the_one_thread_report() {
         assert!(events > 2900, "{template}: {events} events");
         let one_default = scan_as(&db, Threads::One, false);
         assert_eq!(one_default.0["findings"], one.0["findings"], "{template}");
-        for threads in SPREAD {
-            let other = scan(&db, threads);
-            assert!(
-                other == one,
-                "{template}: {threads:?} differs from one thread"
-            );
-            let other = scan_as(&db, threads, false);
-            assert!(
-                other == one_default,
-                "{template}: {threads:?} without every run differs from one thread"
-            );
-        }
+        same_both_ways_in_every_spread(&db, template, &one, &one_default);
     }
 }
 
@@ -248,18 +255,7 @@ fn every_way_of_spreading_the_bench_workspace_scan_gives_the_one_thread_report()
     let one = scan(&db, Threads::One);
     assert_eq!(one.0["summary"]["scanner_issues"], 4);
     let one_default = scan_as(&db, Threads::One, false);
-    for threads in SPREAD {
-        let other = scan(&db, threads);
-        assert!(
-            other == one,
-            "bench workspace: {threads:?} differs from one thread"
-        );
-        let other = scan_as(&db, threads, false);
-        assert!(
-            other == one_default,
-            "bench workspace: {threads:?} without every run differs from one thread"
-        );
-    }
+    same_both_ways_in_every_spread(&db, "bench workspace", &one, &one_default);
 }
 
 /// The diagnosis counts what quarantine would set aside from each damaged session on
@@ -279,12 +275,7 @@ fn the_diagnosis_counts_each_damaged_session_as_quarantine_reads_it() {
         let (d, _) = wsledger::diagnosis::diagnose_workspace(ws, &report, "generated")?;
         let mut checked = 0;
         for s in &d.damaged_sessions {
-            let want: std::collections::BTreeMap<String, usize> = ws
-                .deletion(&s.session_id)?
-                .counts()
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .collect();
+            let want = common::rows_set_aside(ws, &s.session_id)?;
             assert_eq!(s.set_aside.rows, want, "{}", s.session_id);
             checked += usize::from(want.get("runtime_events").is_some_and(|n| *n > 0));
         }

@@ -4,30 +4,42 @@
 
 mod common;
 
-use common::wsledger;
+use std::path::Path;
+
+use common::{finding_codes, findings_with, wsledger, Output};
 use serde_json::Value;
 
-fn copy_healthy(sql: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        "fixtures/healthy/runtime.sqlite",
-        dir.path().join("runtime.sqlite"),
-    )
-    .unwrap();
-    let c = rusqlite::Connection::open(dir.path().join("runtime.sqlite")).unwrap();
+/// A copy of a fixture's database (`fixtures/<fixture>/runtime.sqlite`) altered by
+/// `sql`, its `-wal` checkpointed away.
+fn altered(fixture: &str, sql: &str) -> tempfile::TempDir {
+    let (dir, db) = common::copy_db(&Path::new("fixtures").join(fixture));
+    let c = rusqlite::Connection::open(&db).unwrap();
     c.execute_batch(sql).unwrap();
     c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
     drop(c);
     dir
 }
 
+/// `doctor scan <dir> --format json`: the output and its JSON.
+fn scan_json(dir: &tempfile::TempDir) -> (Output, Value) {
+    let out = wsledger(&[
+        "doctor",
+        "scan",
+        dir.path().to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let doc = serde_json::from_str(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: exit {}: {}", out.status, out.stderr));
+    (out, doc)
+}
+
 #[test]
 fn a_dropped_table_is_one_refusal_with_a_plan_that_says_so() {
-    let dir = copy_healthy("DROP TABLE tool_journal_events");
+    let dir = altered("healthy", "DROP TABLE tool_journal_events");
     let ws = dir.path().to_str().unwrap();
-    let out = wsledger(&["doctor", "scan", ws, "--format", "json"]);
+    let (out, doc) = scan_json(&dir);
     assert_eq!(out.status, 1, "{}", out.stderr);
-    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
     let findings = doc["findings"].as_array().unwrap();
     // One cause, one finding: no journal row is reported missing from a missing table.
     assert_eq!(findings.len(), 1, "{findings:?}");
@@ -71,22 +83,10 @@ fn a_dropped_table_is_one_refusal_with_a_plan_that_says_so() {
 
 #[test]
 fn a_newer_schema_is_never_sent_to_an_older_maka() {
-    let dir = copy_healthy("PRAGMA user_version = 13");
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        dir.path().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let dir = altered("healthy", "PRAGMA user_version = 13");
+    let (out, doc) = scan_json(&dir);
     assert_eq!(out.status, 1);
-    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
-    let f = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|f| f["code"] == "startup_refused")
-        .unwrap();
+    let f = findings_with(&doc, "startup_refused")[0];
     assert_eq!(f["detail"]["reason"], "schema_newer");
     assert_eq!(f["detail"]["store"], "runtime");
     assert_eq!(f["detail"]["version"], 13);
@@ -102,17 +102,11 @@ fn a_newer_schema_is_never_sent_to_an_older_maka() {
 #[test]
 fn many_rows_of_one_cause_are_folded_unless_verbose() {
     // The journal's rows gone (the table kept): Maka opens the file; 30 rows missing.
-    let dir = copy_healthy("DELETE FROM tool_journal_events");
+    let dir = altered("healthy", "DELETE FROM tool_journal_events");
     let ws = dir.path().to_str().unwrap();
-    let json = wsledger(&["doctor", "scan", ws, "--format", "json"]);
-    let doc: Value = serde_json::from_str(&json.stdout).unwrap();
+    let (_, doc) = scan_json(&dir);
     assert_eq!(doc["startup"]["opens"], true);
-    let n = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == "projection_journal_missing")
-        .count();
+    let n = findings_with(&doc, "projection_journal_missing").len();
     assert!(n > 10, "{n}");
     let rows = |out: &str| {
         out.lines()
@@ -139,32 +133,10 @@ fn many_rows_of_one_cause_are_folded_unless_verbose() {
 
 #[test]
 fn a_newer_build_refusing_for_the_same_object_is_not_a_second_finding() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        "fixtures/releases/v0.1.11/healthy/runtime.sqlite",
-        dir.path().join("runtime.sqlite"),
-    )
-    .unwrap();
-    let c = rusqlite::Connection::open(dir.path().join("runtime.sqlite")).unwrap();
-    c.execute_batch("DROP TABLE tool_journal_events; PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
-    drop(c);
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        dir.path().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let dir = altered("releases/v0.1.11/healthy", "DROP TABLE tool_journal_events");
+    let (out, doc) = scan_json(&dir);
     assert_eq!(out.status, 1);
-    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
-    let codes: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
-    assert_eq!(codes, ["startup_refused"]);
+    assert_eq!(finding_codes(&doc), ["startup_refused"]);
     assert_eq!(doc["startup"]["release"], "v0.1.11");
     // The preview still says main refuses it too.
     let main = &doc["upgrade"]["targets"][0];
@@ -178,15 +150,8 @@ fn a_newer_build_refusing_for_the_same_object_is_not_a_second_finding() {
 #[test]
 fn a_missing_header_table_is_not_one_finding_per_run() {
     // main's core-execution store creates it again: Maka opens the file.
-    let dir = copy_healthy("DROP TABLE core_agent_runs");
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        dir.path().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let dir = altered("healthy", "DROP TABLE core_agent_runs");
+    let (_, doc) = scan_json(&dir);
     assert_eq!(doc["startup"]["opens"], true, "{}", doc["startup"]);
     let m = &doc["startup"]["migrations"][0];
     assert_eq!(m["store"], "core_execution");
@@ -207,24 +172,14 @@ fn a_missing_header_table_is_not_one_finding_per_run() {
 
 #[test]
 fn a_dropped_sessions_table_is_one_refusal_not_a_warning_per_run() {
-    let dir = copy_healthy("PRAGMA foreign_keys = OFF; DROP TABLE session_metadata");
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        dir.path().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let dir = altered(
+        "healthy",
+        "PRAGMA foreign_keys = OFF; DROP TABLE session_metadata",
+    );
+    let (out, doc) = scan_json(&dir);
     assert_eq!(out.status, 1, "{}", out.stderr);
-    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
-    let codes: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["code"].as_str().unwrap())
-        .collect();
     // Every run lies outside a listed session then: that is the missing table again.
-    assert_eq!(codes, ["startup_refused"]);
+    assert_eq!(finding_codes(&doc), ["startup_refused"]);
     assert_eq!(doc["startup"]["refusal"]["store"], "session_metadata");
 }
 
@@ -232,27 +187,11 @@ fn a_dropped_sessions_table_is_one_refusal_not_a_warning_per_run() {
 fn a_dropped_table_of_a_version_only_release_is_one_schema_finding() {
     // v0.1.5 checks versions only and opens the file: the missing table is one
     // warning, not one per index of it.
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/releases/v0.1.5/healthy/runtime.sqlite", &db).unwrap();
-    let c = rusqlite::Connection::open(&db).unwrap();
-    c.execute_batch("DROP TABLE tool_journal_events; PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
-    drop(c);
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        dir.path().to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let dir = altered("releases/v0.1.5/healthy", "DROP TABLE tool_journal_events");
+    let (_, doc) = scan_json(&dir);
     assert_eq!(doc["startup"]["release"], "v0.1.5", "{}", doc["startup"]);
-    let schema: Vec<&str> = doc["findings"]
-        .as_array()
-        .unwrap()
+    let schema: Vec<&str> = findings_with(&doc, "schema_object_missing")
         .iter()
-        .filter(|f| f["code"] == "schema_object_missing")
         .map(|f| f["message"].as_str().unwrap())
         .collect();
     assert_eq!(schema.len(), 1, "{schema:?}");
@@ -264,13 +203,7 @@ fn a_dropped_table_of_a_version_only_release_is_one_schema_finding() {
 
 #[test]
 fn finalize_runs_says_start_up_stays_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runtime.sqlite");
-    std::fs::copy("fixtures/stuck-running/runtime.sqlite", &db).unwrap();
-    let c = rusqlite::Connection::open(&db).unwrap();
-    c.execute_batch("DROP TABLE tool_journal_events; PRAGMA wal_checkpoint(TRUNCATE)")
-        .unwrap();
-    drop(c);
+    let dir = altered("stuck-running", "DROP TABLE tool_journal_events");
     let ws = dir.path().to_str().unwrap();
     let out = wsledger(&["doctor", "finalize-runs", "--workspace", ws]);
     assert_eq!(out.status, 0, "{}", out.stderr);

@@ -6,13 +6,12 @@
 
 mod common;
 
+use common::{STUCK_RUN, STUCK_SESSION};
+
 use std::path::Path;
 
+use common::findings_with;
 use serde_json::Value;
-
-// stuck-running: the stuck run and its session.
-const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
 
 fn exec(dir: &Path, sql: &str) {
     let c = rusqlite::Connection::open(dir.join("runtime.sqlite")).unwrap();
@@ -20,14 +19,7 @@ fn exec(dir: &Path, sql: &str) {
 }
 
 fn scan(dir: &Path) -> (i32, Value) {
-    let out = common::wsledger(&[
-        "doctor",
-        "scan",
-        "--workspace",
-        dir.to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
+    let out = common::wsledger(&common::scan_json_args(dir));
     assert!(
         out.status == 0 || out.status == 1,
         "{}: {}",
@@ -37,20 +29,11 @@ fn scan(dir: &Path) -> (i32, Value) {
     (out.status, serde_json::from_str(&out.stdout).unwrap())
 }
 
-fn codes<'a>(doc: &'a Value, code: &str) -> Vec<&'a Value> {
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|f| f["code"] == code)
-        .collect()
-}
-
 #[test]
 fn a_run_outside_every_listed_session_is_reported_once_and_never_planned() {
     let (_tmp, dir) = common::copy_fixture("stuck-running");
     let (_, before) = scan(&dir);
-    assert_eq!(codes(&before, "run_stuck_running").len(), 1);
+    assert_eq!(findings_with(&before, "run_stuck_running").len(), 1);
     // The session row goes, its run header stays (as Maka's tests leave such files).
     exec(
         &dir,
@@ -59,15 +42,18 @@ fn a_run_outside_every_listed_session_is_reported_once_and_never_planned() {
         ),
     );
     let (_, after) = scan(&dir);
-    assert!(codes(&after, "run_stuck_running").is_empty(), "{after}");
+    assert!(
+        findings_with(&after, "run_stuck_running").is_empty(),
+        "{after}"
+    );
     // Every run of the session, once each (the stuck one and its finished sibling).
-    let outside = codes(&after, "run_outside_sessions");
+    let outside = findings_with(&after, "run_outside_sessions");
     assert_eq!(outside.len(), 2, "{after}");
     assert!(outside.iter().all(|f| f["session_id"] == STUCK_SESSION));
     assert!(outside.iter().any(|f| f["run_id"] == STUCK_RUN));
     assert!(outside.iter().all(|f| f["severity"] == "warning"));
     assert_eq!(
-        codes(&after, "run_outside_sessions").len(),
+        findings_with(&after, "run_outside_sessions").len(),
         after["summary"]["warnings"]
     );
     assert_eq!(after["summary"]["stuck_runs"], 0);
@@ -109,7 +95,7 @@ fn a_stored_message_maka_cannot_read_stops_its_start_up() {
         .unwrap();
     let (status, after) = scan(&dir);
     assert_eq!(status, 1);
-    let bad = codes(&after, "session_message_unreadable");
+    let bad = findings_with(&after, "session_message_unreadable");
     assert_eq!(bad.len(), 1, "{after}");
     assert_eq!(bad[0]["session_id"], session.as_str());
     assert_eq!(after["diagnosis"]["before"]["startup_blocked"], true);
@@ -155,7 +141,10 @@ fn a_claim_row_that_disagrees_with_its_payload_refuses_every_append() {
         gate["claim_failure"]["message"],
         "Continuation claim row/payload identity mismatch for claim-forged"
     );
-    assert_eq!(codes(&doc, "continuation_claim_unreadable").len(), 1);
+    assert_eq!(
+        findings_with(&doc, "continuation_claim_unreadable").len(),
+        1
+    );
     // No quarantine or finalize step rewrites a claim row: the gate stays shut.
     assert_eq!(doc["diagnosis"]["after"]["tool_writes_refused"], true);
 }

@@ -2,8 +2,10 @@
 //! own code under Node.js): `canonical_tool_args_hash` and `stable_stringify` of the
 //! exact `args_json` text, parsed with our `JSON.parse`.
 
+mod common;
+
 use wsledger::args_hash::{canonical_tool_args_hash, identity_preimage};
-use wsledger::json::{parse, stable_stringify, JsStr};
+use wsledger::json::{parse, stable_stringify, JsStr, Json};
 
 struct Vector {
     name: String,
@@ -46,17 +48,22 @@ fn vectors() -> Vec<Vector> {
     out
 }
 
+/// Every vector with its `args_json` parsed; a parse error is a failure.
+fn parsed_vectors(failures: &mut Vec<String>) -> Vec<(Vector, Json)> {
+    let mut out = Vec::new();
+    for v in vectors() {
+        match parse(&v.args_json) {
+            Ok(a) => out.push((v, a)),
+            Err(e) => failures.push(format!("{}: parse error {e}", v.name)),
+        }
+    }
+    out
+}
+
 #[test]
 fn stable_json_matches_every_vector() {
     let mut failures = Vec::new();
-    for v in vectors() {
-        let args = match parse(&v.args_json) {
-            Ok(a) => a,
-            Err(e) => {
-                failures.push(format!("{}: parse error {e}", v.name));
-                continue;
-            }
-        };
+    for (v, args) in parsed_vectors(&mut failures) {
         let got = stable_stringify(&args).ok();
         if got != v.stable_json {
             failures.push(format!(
@@ -65,25 +72,13 @@ fn stable_json_matches_every_vector() {
             ));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failing vectors:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "failing vectors");
 }
 
 #[test]
 fn args_hash_matches_every_vector() {
     let mut failures = Vec::new();
-    for v in vectors() {
-        let args = match parse(&v.args_json) {
-            Ok(a) => a,
-            Err(e) => {
-                failures.push(format!("{}: parse error {e}", v.name));
-                continue;
-            }
-        };
+    for (v, args) in parsed_vectors(&mut failures) {
         let got = canonical_tool_args_hash(&JsStr::new(&v.tool_name), &args);
         match (&v.hash, &got) {
             (Some(expected), Ok(hash)) if expected == hash => {
@@ -102,10 +97,5 @@ fn args_hash_matches_every_vector() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} failing vectors:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "failing vectors");
 }

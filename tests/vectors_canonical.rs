@@ -2,6 +2,8 @@
 //! is Maka's `encodeCanonicalRuntimeEvent(...).json` byte for byte, or fails where Maka
 //! throws; and every canonical text is a fixed point.
 
+mod common;
+
 use wsledger::event::{decode_event, encode_canonical, EncodeError};
 use wsledger::json::parse;
 
@@ -54,12 +56,7 @@ fn canonical_vectors() {
         }
     }
     assert_eq!(count, 28, "canonical.jsonl line count");
-    assert!(
-        failures.is_empty(),
-        "{} failing vectors:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "failing vectors");
 }
 
 #[test]
@@ -149,10 +146,5 @@ fn fixture_rows_match_maka_verdicts_and_are_canonical() {
         }
     }
     assert!(rows > 400, "only {rows} rows read");
-    assert!(
-        failures.is_empty(),
-        "{} failures:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "failures");
 }

@@ -3,6 +3,8 @@
 //! identity check agrees with `row_identity`, and a row reader (decode + identity)
 //! agrees with the store.
 
+mod common;
+
 use wsledger::event::{
     decode_event, decode_event_text, payload_identity_matches, row_identity_matches, RowIdentity,
 };
@@ -82,10 +84,5 @@ fn decode_vectors() {
         }
     }
     assert_eq!(count, 166, "decode.jsonl line count");
-    assert!(
-        failures.is_empty(),
-        "{} failing vectors:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "failing vectors");
 }

@@ -200,12 +200,7 @@ fn check_line(v: &Value) -> Result<(), String> {
 fn scanner_vectors() {
     let (lines, failures) = check_vectors(VECTORS, check_line);
     assert_eq!(lines, 99, "scanner.jsonl has 99 lines");
-    assert!(
-        failures.is_empty(),
-        "{} of {lines} lines fail:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, &format!("of {lines} lines fail"));
 }
 
 /// One fixture workspace: `runtime_events` rows in the store's health-scan order,
@@ -251,10 +246,7 @@ fn read_fixture_rows(db: &rusqlite::Connection) -> Result<FixtureRows, String> {
 }
 
 fn check_fixture(dir: &std::path::Path) -> Result<(), String> {
-    let verdict: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("verdict.json")).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    let verdict = common::verdict(dir);
     let whole = &verdict["wholeFile"];
     let db = open_fixture(dir)?;
     let rows = read_fixture_rows(&db)?;
@@ -279,14 +271,7 @@ fn check_fixture(dir: &std::path::Path) -> Result<(), String> {
 /// Maka's whole-file verdict (issues in order, operation count, undecodable rows).
 #[test]
 fn fixture_workspaces_whole_file_scan() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)
-        .expect("fixtures directory")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("verdict.json").is_file() && p.join("runtime.sqlite").is_file())
-        .collect();
-    dirs.sort();
+    let dirs = common::real_fixtures();
     assert!(
         dirs.len() >= 11,
         "expected the fixture workspaces, found {}",
@@ -300,10 +285,5 @@ fn fixture_workspaces_whole_file_scan() {
                 .map(|e| format!("{}: {e}", d.display()))
         })
         .collect();
-    assert!(
-        failures.is_empty(),
-        "{} fixtures fail:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "fixtures fail");
 }

@@ -178,12 +178,7 @@ fn check_line(v: &Value) -> Result<(), String> {
 fn terminal_vectors() {
     let (lines, failures) = check_vectors(VECTORS, check_line);
     assert_eq!(lines, 32, "terminal.jsonl has 32 lines");
-    assert!(
-        failures.is_empty(),
-        "{} of {lines} lines fail:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, &format!("of {lines} lines fail"));
 }
 
 /// The run as Maka reads it: immutable rows in `event_seq` order, then its partial
@@ -228,10 +223,7 @@ fn fixture_header(
 }
 
 fn check_fixture_runs(dir: &std::path::Path) -> Result<usize, String> {
-    let verdict: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("verdict.json")).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
+    let verdict = common::verdict(dir);
     let db = open_fixture(dir)?;
     let mut checked = 0;
     for run in verdict["runs"].as_array().ok_or("no runs")? {
@@ -272,14 +264,7 @@ fn check_fixture_runs(dir: &std::path::Path) -> Result<usize, String> {
 /// The real fixture workspaces: every readable run classifies as Maka's verdict says.
 #[test]
 fn fixture_workspaces_run_classification() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
-    let mut dirs: Vec<_> = std::fs::read_dir(&root)
-        .expect("fixtures directory")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.join("verdict.json").is_file() && p.join("runtime.sqlite").is_file())
-        .collect();
-    dirs.sort();
+    let dirs = common::real_fixtures();
     let mut failures = Vec::new();
     let mut runs = 0;
     for dir in &dirs {
@@ -288,11 +273,6 @@ fn fixture_workspaces_run_classification() {
             Err(e) => failures.push(format!("{}: {e}", dir.display())),
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} fixtures fail:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    common::assert_no_failures(&failures, "fixtures fail");
     assert!(runs >= 60, "only {runs} runs checked");
 }

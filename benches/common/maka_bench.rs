@@ -1,6 +1,7 @@
 //! Where the bench workspace is found: the workspace Maka's own code wrote
 //! (`../shared/bench/runtime.sqlite.xz`, unpacked once, never committed). Shared by
-//! `benches/scan.rs` (which unpacks it) and the tests that use it when present.
+//! `benches/scan.rs` (which unpacks it) and the tests that use it when present (as
+//! `tests/common/maka_bench.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -14,10 +15,16 @@ pub fn shared_dir() -> PathBuf {
 
 /// `$WSLEDGER_MAKA_BENCH`, default `<target dir>/tmp/maka-bench/runtime.sqlite`.
 pub fn unpacked() -> PathBuf {
-    if let Some(p) = std::env::var_os(ENV) {
-        return PathBuf::from(p);
+    env_or_target_tmp(ENV, "maka-bench/runtime.sqlite")
+}
+
+/// `$<env>` when it is set, else `<target dir>/tmp/<default>`: where what is unpacked
+/// at test or bench time is found.
+pub fn env_or_target_tmp(env: &str, default: &str) -> PathBuf {
+    match std::env::var_os(env) {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_TARGET_TMPDIR")).join(default),
     }
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("maka-bench/runtime.sqlite")
 }
 
 /// Maka's verdict on it.

@@ -1,11 +1,23 @@
-//! What the benches share: where workspaces are cached, size arguments, medians.
+//! What the benches share: the binary they time, the allocator, the workspace
+//! generator, where workspaces are cached, size arguments, medians.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
 #[allow(dead_code)]
+#[path = "../../examples/genws.rs"]
+pub mod genws;
+#[allow(dead_code)]
 pub mod maka_bench;
+
+/// The `wsledger` binary the benches time.
+pub const WSLEDGER: &str = env!("CARGO_BIN_EXE_wsledger");
+
+// What runs in the bench's own process (generating, the floors) gets the allocator
+// the `wsledger` binary has.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// `$WSLEDGER_BENCH_DIR`, default `<target dir>/tmp/wsledger-bench`.
 pub fn bench_dir() -> PathBuf {

@@ -463,6 +463,13 @@ pub(super) fn decode_plain(text: &str, keep: Keep) -> Option<RuntimeEvent> {
     decode_plain_with_args(text, keep).map(|(event, _)| event)
 }
 
+/// Whether the scan's walk reads `text` in place ([`decode_plain`] under
+/// [`Keep::ForWalk`]) rather than the exact way: the tests that measure how often the
+/// fast path is taken read it here (the verdict is the same either way).
+pub fn reads_in_place_for_walk(text: &str) -> bool {
+    decode_plain(text, Keep::ForWalk).is_some()
+}
+
 /// [`decode_plain`], and under [`Keep::ForBatch`] the text of a function call's
 /// arguments when they were left as `null`.
 pub(super) fn decode_plain_with_args(
@@ -956,10 +963,7 @@ fn checked_refs(r: &mut Reader<'_>) -> Option<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{
-        check_ordinary, checked, decode_plain, decode_plain_with_args, short_integer_at, Keep,
-        Reader,
-    };
+    use super::{checked, decode_plain, decode_plain_with_args, short_integer_at, Keep, Reader};
     use crate::event::decode::{check_ty, Ty, TOKEN_USAGE_FIELDS};
     use crate::event::Content;
     use crate::event::{decode_event_text_exact, RuntimeEvent};
@@ -1013,27 +1017,6 @@ mod tests {
             None => assert!(walk.is_none(), "{text}"),
         }
         walk.and_then(|w| w.actions?.token_usage) == Some(Json::Null)
-    }
-
-    /// Every payload Maka wrote in the fixtures (all releases) and every decode vector.
-    fn payloads() -> Vec<String> {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut out = Vec::new();
-        for (_, conn) in crate::fixture_dbs::fixture_databases() {
-            let Ok(mut stmt) = conn.prepare("SELECT payload_json FROM runtime_events") else {
-                continue; // a fixture whose damage is the schema itself
-            };
-            let rows = stmt.query_map([], |r| r.get::<_, Option<String>>(0));
-            out.extend(rows.unwrap().filter_map(|r| r.ok().flatten()));
-        }
-        let vectors = std::fs::read_to_string(root.join("tests/vectors/decode.jsonl")).unwrap();
-        for line in vectors.lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            if let Some(p) = v["payload_json"].as_str() {
-                out.push(p.to_owned());
-            }
-        }
-        out
     }
 
     /// The one-pass integer agrees with reading the number's end and parsing its
@@ -1168,7 +1151,7 @@ mod tests {
 
     #[test]
     fn what_is_read_in_place_is_what_the_exact_decoder_builds() {
-        let payloads = payloads();
+        let payloads = crate::fixture_dbs::payloads();
         assert!(payloads.len() > 500, "{} payloads", payloads.len());
         let mut accepted = 0;
         let mut decodable = 0;
@@ -1204,117 +1187,6 @@ mod tests {
         assert!(declined > payloads.len() * 20, "{declined}");
         // Calls whose arguments the batches hash as written.
         assert!(raw_args > 50, "{raw_args}");
-    }
-
-    /// Whether `check_ordinary` accepted `text` for `ids`; when it did, the exact
-    /// decoder gives an event with those ids, on the ordinary lane, not terminal, with
-    /// the same `ts` and `partial`.
-    fn ordinary_agrees(text: &str, ids: [&str; 5]) -> bool {
-        let Some(o) = check_ordinary(text, ids) else {
-            return false;
-        };
-        let e = decode_event_text_exact(text).unwrap_or_else(|e| panic!("{e}: {text}"));
-        let got = [
-            &e.id,
-            &e.invocation_id,
-            &e.run_id,
-            &e.session_id,
-            &e.turn_id,
-        ];
-        assert!(got.iter().zip(ids).all(|(g, want)| **g == *want), "{text}");
-        for parent_refs in [false, true] {
-            assert_eq!(
-                crate::ledger::scanner::tool_ledger_lane_as(&e, parent_refs),
-                Some(crate::ledger::scanner::Lane::Ordinary),
-                "{text}"
-            );
-        }
-        assert!(
-            !crate::scan::is_tool_bearing(&e) && !e.is_terminal(),
-            "{text}"
-        );
-        assert_eq!(
-            (o.ts.to_bits(), o.partial),
-            (e.ts.to_bits(), e.partial),
-            "{text}"
-        );
-        true
-    }
-
-    #[test]
-    fn an_ordinary_event_is_checked_in_place_as_the_exact_decoder_reads_it() {
-        let payloads = payloads();
-        let (mut accepted, mut ordinary, mut damaged) = (0, 0, 0);
-        let mut damage = crate::mutate::Mutator::new(0x3c6e_f372_fe94_f82b);
-        for p in &payloads {
-            let Ok(e) = decode_event_text_exact(p) else {
-                continue;
-            };
-            let ids = [
-                &e.id,
-                &e.invocation_id,
-                &e.run_id,
-                &e.session_id,
-                &e.turn_id,
-            ];
-            let ids: Vec<String> = ids.iter().map(|s| s.to_string_lossy()).collect();
-            let ids: [&str; 5] = std::array::from_fn(|k| ids[k].as_str());
-            let plainly_ordinary = crate::ledger::scanner::tool_ledger_lane_as(&e, true)
-                == Some(crate::ledger::scanner::Lane::Ordinary)
-                && !e.is_terminal()
-                && decode_plain(p, Keep::ForWalk).is_some();
-            ordinary += usize::from(plainly_ordinary);
-            accepted += usize::from(ordinary_agrees(p, ids));
-            // Another row's identity is never taken for this one.
-            let mut other = ids;
-            other[4] = "another-turn";
-            assert!(check_ordinary(p, other).is_none(), "{p}");
-            for _ in 0..30 {
-                if let Some(m) = damage.mutate(p) {
-                    damaged += usize::from(ordinary_agrees(&m, ids));
-                }
-            }
-        }
-        // Most ordinary events the fixtures hold are read this way.
-        assert!(accepted * 10 >= ordinary * 7, "{accepted} of {ordinary}");
-        assert!(accepted > 100 && damaged > 100, "{accepted} {damaged}");
-    }
-
-    #[test]
-    fn what_could_be_a_tool_fact_or_terminal_is_not_ordinary() {
-        const TEXT: &str = r#"{"id":"e1","invocationId":"i1","runId":"i1","sessionId":"s1",
-            "turnId":"t1","ts":17,"partial":false,"role":"model","author":"agent",
-            "refs":{"stepId":"p1"},"actions":{"stateDelta":{"a":[1]},"endInvocation":false,
-            "runtimeProtocol":{"toolBoundary":"t1_after_preflight_v1"}},
-            "content":{"kind":"text","text":"a\nb","providerOptions":{"x":{}}}}"#;
-        const IDS: [&str; 5] = ["e1", "i1", "i1", "s1", "t1"];
-        assert!(ordinary_agrees(TEXT, IDS));
-        let thinking = TEXT.replace(r#""kind":"text","#, r#""kind":"thinking","signature":"s","#);
-        assert!(ordinary_agrees(&thinking, IDS));
-        for (from, to) in [
-            // Terminal, or a tool fact, or left to the exact decoder.
-            (r#""endInvocation":false"#, r#""endInvocation":true"#),
-            (
-                r#""partial":false,"#,
-                r#""partial":false,"status":"running","#,
-            ),
-            (r#""kind":"text","#, r#""kind":"function_call","#),
-            (r#""stateDelta":{"a":[1]}"#, r#""toolDispatch":{}"#),
-            (r#""stateDelta":{"a":[1]}"#, r#""toolRecovery":{}"#),
-            (r#""stateDelta":{"a":[1]}"#, r#""artifactDelta":{}"#),
-            (r#""kind":"text","#, r#""kind":"text","signature":"s","#),
-            (r#""text":"a\nb""#, r#""text":"a\nb","displayText":"x""#),
-            // Refused by Maka.
-            (r#""providerOptions":{"x":{}}"#, r#""providerOptions":[]"#),
-            (r#""stateDelta":{"a":[1]}"#, r#""stateDelta":1"#),
-            (r#""t1_after_preflight_v1""#, r#""t2""#),
-            (r#""ts":17"#, r#""ts":1e400"#),
-            (r#""stepId":"p1""#, r#""sourceMessageDigest":"sha256:0""#),
-        ] {
-            assert_eq!(TEXT.matches(from).count(), 1, "{from}");
-            let v = TEXT.replace(from, to);
-            assert!(check_ordinary(&v, IDS).is_none(), "{v}");
-        }
     }
 
     #[test]

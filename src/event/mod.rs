@@ -14,7 +14,7 @@ pub use decode::{
     decode_event, decode_event_text, decode_event_text_exact, decode_event_text_for_batch,
     decode_event_text_for_walk, payload_identity_matches, DecodeError,
 };
-pub use direct::{check_ordinary, Ordinary};
+pub use direct::{check_ordinary, reads_in_place_for_walk, Ordinary};
 
 use crate::json::{JsObject, JsStr, Json};
 

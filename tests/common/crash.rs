@@ -2,7 +2,9 @@
 //! `--apply` leaves the old or the finished database and never a mixture.
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use super::{integrity_ok, Ws};
 
 /// How many trials: `on_ci` where `CI=true`, `here` elsewhere.
 pub fn trials(on_ci: u64, here: u64) -> u64 {
@@ -46,6 +48,33 @@ impl Killer {
             rng: Rng(seed),
             window: full_run.as_micros() as u64 * 12 / 10 + 1,
         }
+    }
+
+    /// Runs `command` to its end (it must succeed): a killer whose window fits it.
+    pub fn timing(mut command: Command) -> Killer {
+        let start = Instant::now();
+        let o = command.output().unwrap();
+        let full_run = start.elapsed();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        Killer::new(full_run)
+    }
+
+    /// A fresh copy of `fixture` on which `command` was started and killed at a
+    /// random moment; its database passes SQLite's integrity check.
+    pub fn kill_on_copy(
+        &mut self,
+        fixture: &str,
+        trial: u64,
+        command: impl FnOnce(&Ws) -> Command,
+    ) -> Ws {
+        let ws = Ws::copy(fixture);
+        self.run(command(&ws));
+        assert!(
+            integrity_ok(&ws.db()),
+            "trial {trial} (seed {}): integrity",
+            self.seed
+        );
+        ws
     }
 
     /// Starts `command` with its output discarded and kills it (SIGKILL) at a random

@@ -55,6 +55,24 @@ impl Ws {
     }
 }
 
+/// crash-mid-tool's `Bash` operation: dispatched, never answered.
+pub const CRASH_OP: &str = "toolop_e6e54c955b76c4be87dc0809acbe69a8";
+
+/// crash-mid-tool with its `Bash` dispatch re-labelled `outcome_unknown`.
+pub fn outcome_unknown_ws() -> Ws {
+    let ws = Ws::copy("crash-mid-tool");
+    ws.conn()
+        .execute_batch(&format!(
+            "UPDATE runtime_events SET payload_json = replace(payload_json, \
+             '\"recoveryMode\":\"never_auto_retry\"', '\"recoveryMode\":\"outcome_unknown\"') \
+             WHERE event_id = '{CRASH_OP}_dispatch';
+             UPDATE tool_operations SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{CRASH_OP}';
+             UPDATE tool_journal_events SET recovery_mode = 'outcome_unknown' WHERE operation_id = '{CRASH_OP}';"
+        ))
+        .unwrap();
+    ws
+}
+
 /// Tables a finalize may write, with their ordering.
 pub const TABLES: &[(&str, &str)] = &[
     ("runtime_events", "event_id"),

@@ -16,10 +16,7 @@ pub fn tarball() -> PathBuf {
 
 /// `$WSLEDGER_MAKA_TESTS`, default `<target dir>/tmp/maka-tests`.
 pub fn unpacked() -> PathBuf {
-    if let Some(p) = std::env::var_os(ENV) {
-        return PathBuf::from(p);
-    }
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("maka-tests")
+    super::maka_bench::env_or_target_tmp(ENV, "maka-tests")
 }
 
 fn has_xz() -> bool {

@@ -6,6 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `fixtures/stuck-running`: the session of its stuck run, the run, its turn.
+pub const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
+pub const STUCK_RUN: &str = "5b259680-b628-4ad9-8113-0fc667710889";
+pub const STUCK_TURN: &str = "d9fb606e-b1e2-42ad-bb6d-81438147b7c6";
+
 pub struct Output {
     pub status: i32,
     pub stdout: String,
@@ -53,6 +58,17 @@ pub fn check_vectors(
     (lines, failures)
 }
 
+/// Fails when there is any failure: how many (`<n> <what>:`), then each on a line of
+/// its own.
+pub fn assert_no_failures(failures: &[String], what: &str) {
+    assert!(
+        failures.is_empty(),
+        "{} {what}:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
 /// A fixture workspace's database, read-only and immutable.
 pub fn open_fixture(dir: &Path) -> Result<rusqlite::Connection, String> {
     use rusqlite::OpenFlags;
@@ -67,6 +83,13 @@ pub fn open_fixture(dir: &Path) -> Result<rusqlite::Connection, String> {
     .map_err(|e| e.to_string())
 }
 
+/// Each line of an NDJSON text, parsed.
+pub fn ndjson_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// The codes of a scan report's findings, in order.
 pub fn finding_codes(doc: &serde_json::Value) -> Vec<&str> {
     doc["findings"]
@@ -75,6 +98,47 @@ pub fn finding_codes(doc: &serde_json::Value) -> Vec<&str> {
         .iter()
         .map(|f| f["code"].as_str().unwrap())
         .collect()
+}
+
+/// The findings of a scan report's JSON whose code is `code`, in order.
+pub fn findings_with<'a>(doc: &'a serde_json::Value, code: &str) -> Vec<&'a serde_json::Value> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == code)
+        .collect()
+}
+
+/// `(item[a], item[b])` of each item, as text (both must be strings).
+pub fn text_pairs<'a>(
+    items: impl IntoIterator<Item = &'a serde_json::Value>,
+    a: &str,
+    b: &str,
+) -> Vec<(String, String)> {
+    items
+        .into_iter()
+        .map(|x| {
+            (
+                x[a].as_str().unwrap().to_owned(),
+                x[b].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The rows a quarantine of `session` would move, counted per table, the tables it
+/// reaches no row of left out: what the diagnosis must say it sets aside.
+pub fn rows_set_aside(
+    ws: &wsledger::db::Workspace,
+    session: &str,
+) -> Result<std::collections::BTreeMap<String, usize>, wsledger::db::DbError> {
+    Ok(ws
+        .deletion(session)?
+        .counts()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect())
 }
 
 /// `doctor scan --format json -w <ws>`.
@@ -98,6 +162,44 @@ pub fn real_fixtures() -> Vec<PathBuf> {
         .collect();
     v.sort();
     v
+}
+
+/// Maka's own word on a fixture workspace: its `verdict.json`.
+pub fn verdict(dir: &Path) -> serde_json::Value {
+    let path = dir.join("verdict.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// `(code, event id, operation id, tool call id)` of a scanner issue.
+pub type Issue = (String, String, Option<String>, Option<String>);
+
+/// The scanner issues of a verdict's `wholeFile`, in Maka's order; `None` when it
+/// lists none.
+pub fn makas_issues(verdict: &serde_json::Value) -> Option<Vec<Issue>> {
+    let issues = verdict["wholeFile"]["issues"].as_array()?;
+    Some(
+        issues
+            .iter()
+            .map(|i| {
+                (
+                    i["code"].as_str().unwrap().to_owned(),
+                    i["eventId"].as_str().unwrap().to_owned(),
+                    i["operationId"].as_str().map(str::to_owned),
+                    i["toolCallId"].as_str().map(str::to_owned),
+                )
+            })
+            .collect(),
+    )
+}
+
+/// A fresh temporary directory holding a copy of `<workspace>/runtime.sqlite` alone:
+/// the directory and the copy's path.
+pub fn copy_db(workspace: &Path) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runtime.sqlite");
+    std::fs::copy(workspace.join("runtime.sqlite"), &db).unwrap();
+    (dir, db)
 }
 
 /// Copies a fixture workspace into a fresh temporary directory.
@@ -206,7 +308,10 @@ pub fn snapshot(name: &str, actual: &str) {
 pub mod crash;
 pub mod file_release;
 pub mod finalize;
+#[path = "../../benches/common/maka_bench.rs"]
+pub mod maka_bench;
 pub mod maka_tests;
+pub mod writing;
 pub mod ws;
 
 pub use ws::Ws;

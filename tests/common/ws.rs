@@ -66,9 +66,21 @@ impl Ws {
 
     /// `wsledger --workspace <ws> <args>`, at [`NOW`], with this test's control namespace.
     pub fn command(&self, args: &[&str]) -> Command {
+        self.command_naming(&self.root(), args)
+    }
+
+    /// [`Ws::command`] run in the temporary directory, naming the workspace `ws` (a
+    /// relative path), so that what it prints does not depend on where that is.
+    pub fn command_relative(&self, args: &[&str]) -> Command {
+        let mut c = self.command_naming(Path::new("ws"), args);
+        c.current_dir(self.dir.path());
+        c
+    }
+
+    fn command_naming(&self, workspace: &Path, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_wsledger"));
         c.arg("--workspace")
-            .arg(self.root())
+            .arg(workspace)
             .args(args)
             .env_remove("WSLEDGER_WORKSPACE")
             .env_remove("WSLEDGER_BACKUP_DIR")

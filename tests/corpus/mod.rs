@@ -14,6 +14,7 @@ use rusqlite::Connection;
 
 use crate::common::wal;
 use crate::common::write_marker;
+use crate::common::STUCK_SESSION;
 
 /// A non-tool model text event of `fixtures/healthy` (run `23025bd1…`).
 pub const TARGET: &str = "df55366f-acd6-4aa5-834f-ef842a20ec38";
@@ -1170,6 +1171,13 @@ pub fn hold_lock_helper() {
 /// Rollback-journal mode with another process holding an EXCLUSIVE lock.
 pub fn locked_by_another_writer() -> Built {
     let (t, ws) = healthy();
+    // Bounded: SQLite's busy wait (5 s) plus start-up, never a hang.
+    locked_exclusively(t, ws, Duration::from_secs(20))
+}
+
+/// The workspace `ws` in rollback-journal mode, another process holding an EXCLUSIVE
+/// lock on it: nothing can read, and every command says so within `timeout`.
+fn locked_exclusively(t: tempfile::TempDir, ws: PathBuf, timeout: Duration) -> Built {
     let db = ws.join("runtime.sqlite");
     edit(&db, "PRAGMA journal_mode = DELETE");
     let c = hold(&db, "BEGIN EXCLUSIVE");
@@ -1179,8 +1187,7 @@ pub fn locked_by_another_writer() -> Built {
         Outcome::error("runtime.sqlite", "locked", "another process"),
     );
     b.guard = Some(c);
-    // Bounded: SQLite's busy wait (5 s) plus start-up, never a hang.
-    b.timeout = Duration::from_secs(20);
+    b.timeout = timeout;
     b
 }
 
@@ -1275,9 +1282,6 @@ const STUCK: &[&str] = &["run_stuck_running"];
 /// the `-wal`.
 const TOUCH: &str = "UPDATE session_metadata SET is_archived = is_archived";
 
-/// The session of the stuck run.
-pub const STUCK_SESSION: &str = "f71d0584-d4e4-474b-b6a6-a3455384ac70";
-
 fn stuck(t: tempfile::TempDir, arg: PathBuf) -> Built {
     let mut b = Built::new(t, arg, Outcome::report(1, STUCK))
         .finalize(Outcome::Plan { runs: 1 }, Outcome::Plan { runs: 1 });
@@ -1337,17 +1341,7 @@ pub fn stuck_run_while_another_writer_holds_the_file() -> Built {
 /// Another process holds an EXCLUSIVE lock (rollback-journal mode): nothing can read.
 pub fn stuck_run_locked_exclusively() -> Built {
     let (t, ws) = fixture("stuck-running");
-    let db = ws.join("runtime.sqlite");
-    edit(&db, "PRAGMA journal_mode = DELETE");
-    let h = hold(&db, "BEGIN EXCLUSIVE");
-    let mut b = Built::new(
-        t,
-        ws,
-        Outcome::error("runtime.sqlite", "locked", "another process"),
-    );
-    b.guard = Some(h);
-    b.timeout = Duration::from_secs(30);
-    b
+    locked_exclusively(t, ws, Duration::from_secs(30))
 }
 
 pub fn stuck_run_read_only_directory() -> Built {
@@ -1363,34 +1357,25 @@ pub fn stuck_run_read_only_directory() -> Built {
 }
 
 pub fn stuck_run_extra_index() -> Built {
-    let (t, ws) = fixture("stuck-running");
-    edit(
-        &ws.join("runtime.sqlite"),
+    stuck_run_off_main_elsewhere(
         "CREATE INDEX doctor_idx ON runtime_events(committed_at)",
-    );
-    let mut b = Built::new(
-        t,
-        ws,
-        Outcome::report(1, &["startup_refused", "run_stuck_running"]),
+        &["startup_refused", "run_stuck_running"],
     )
-    .finalize(
-        Outcome::Plan { runs: 1 },
-        // Every repair table is exactly main's: the apply proceeds on that basis.
-        Outcome::Plan { runs: 1 },
-    );
-    b.session = STUCK_SESSION.to_owned();
-    b
 }
 
 pub fn stuck_run_newer_user_version() -> Built {
-    let (t, ws) = fixture("stuck-running");
-    edit(&ws.join("runtime.sqlite"), "PRAGMA user_version = 13");
-    let mut b = Built::new(
-        t,
-        ws,
-        Outcome::report(1, &["schema_version_mismatch", "run_stuck_running"]),
+    stuck_run_off_main_elsewhere(
+        "PRAGMA user_version = 13",
+        &["schema_version_mismatch", "run_stuck_running"],
     )
-    .finalize(
+}
+
+/// stuck-running changed by `sql` outside the repair tables: the scan reports `codes`,
+/// and finalize plans and applies the one run.
+fn stuck_run_off_main_elsewhere(sql: &str, codes: &'static [&'static str]) -> Built {
+    let (t, ws) = fixture("stuck-running");
+    edit(&ws.join("runtime.sqlite"), sql);
+    let mut b = Built::new(t, ws, Outcome::report(1, codes)).finalize(
         Outcome::Plan { runs: 1 },
         // Every repair table is exactly main's: the apply proceeds on that basis.
         Outcome::Plan { runs: 1 },
@@ -1404,10 +1389,7 @@ pub fn stuck_run_newer_user_version() -> Built {
 pub fn stuck_run_symlink_into_a_read_only_directory() -> Built {
     let (t, real) = fixture("stuck-running");
     set_mode(&real, 0o555);
-    let other = t.path().join("elsewhere");
-    std::fs::create_dir(&other).unwrap();
-    let link = other.join("db-link.sqlite");
-    std::os::unix::fs::symlink(real.join("runtime.sqlite"), &link).unwrap();
+    let (other, link) = link_elsewhere(&t, &real);
     // The error names the real directory, which is what lacks the write bit.
     let mut b = stuck(t, link).finalize(
         Outcome::Plan { runs: 1 },
@@ -1425,10 +1407,7 @@ pub fn stuck_run_symlink_while_maka_holds_the_owner_lock() -> Built {
     let (t, real) = fixture("stuck-running");
     let root = "0123456789abcdef".repeat(4);
     write_marker(&real, &root);
-    let other = t.path().join("elsewhere");
-    std::fs::create_dir(&other).unwrap();
-    let link = other.join("db-link.sqlite");
-    std::os::unix::fs::symlink(real.join("runtime.sqlite"), &link).unwrap();
+    let (other, link) = link_elsewhere(&t, &real);
     let mut b = stuck(t, link).finalize(
         Outcome::Plan { runs: 1 },
         Outcome::error("owner.lock", "held by another process", "quit Maka"),
@@ -1438,6 +1417,16 @@ pub fn stuck_run_symlink_while_maka_holds_the_owner_lock() -> Built {
     b.watch = vec![db.clone(), wal(&db)];
     b.dirs = vec![real, other];
     b
+}
+
+/// `<t>/elsewhere/db-link.sqlite`, a link to the database of the workspace `real`:
+/// the directory and the link.
+fn link_elsewhere(t: &tempfile::TempDir, real: &Path) -> (PathBuf, PathBuf) {
+    let other = t.path().join("elsewhere");
+    std::fs::create_dir(&other).unwrap();
+    let link = other.join("db-link.sqlite");
+    std::os::unix::fs::symlink(real.join("runtime.sqlite"), &link).unwrap();
+    (other, link)
 }
 
 /// A corpus builder.
