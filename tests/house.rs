@@ -136,6 +136,9 @@ fn command_files_read_in_a_screen_or_two() {
 fn no_room_is_a_grab_bag() {
     let rooms = room_imports();
     for bag in ["doctor", "helpers", "util", "utils", "common", "misc"] {
-        assert!(!rooms.contains_key(bag), "src/{bag}: name the room for what it holds");
+        assert!(
+            !rooms.contains_key(bag),
+            "src/{bag}: name the room for what it holds"
+        );
     }
 }
