@@ -1,7 +1,8 @@
 //! wsledger: doctor and replay tool for the workspace database of the Apache Maka agent
 //! runtime.
 //!
-//! Layers (the import graph is the architecture; no circle between rooms):
+//! Layers (the import graph is the architecture; no circle between rooms, which
+//! `tests/house.rs` checks):
 //! - `json`, `args_hash`, `event`, `ledger`, `header`: the pure core.
 //!   Values in, values out; no I/O, no clock, no environment.
 //! - `db`: the only module that names SQL (and the only writer, `db::write`), with the
