@@ -493,7 +493,8 @@ fn excised_gap(
 ) -> Option<String> {
     let missing = gap.missing.clone();
     // A range longer than the bundles' rows cannot be covered by them.
-    if missing.is_empty() || (missing.end - missing.start) as u128 > excised.len() as u128 {
+    let len = i128::from(missing.end) - i128::from(missing.start);
+    if missing.is_empty() || len > excised.len() as i128 {
         return None;
     }
     let mut bundles = std::collections::BTreeSet::new();
