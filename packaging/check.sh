@@ -182,8 +182,9 @@ target="$(rustc -vV | sed -n 's/^host: //p')"
 archive="wsledger-$version-$target.tar.xz"
 check "release.sh makes $archive and its .sha256" packaging/release.sh "$bin" "$reldir"
 check "  the .sha256 file checks (sha256sum -c)" eval "cd '$reldir' && sha256sum -c '$archive.sha256'"
-cp "$reldir/$archive.sha256" "$tmp/bad.sha256"
-sed -i 's/^./0/;s/^00/11/' "$tmp/bad.sha256"
+# The first hex digit changed to another one, whatever it was.
+awk '{ d = substr($0, 1, 1); print (d == "0" ? "1" : "0") substr($0, 2) }' \
+  "$reldir/$archive.sha256" >"$tmp/bad.sha256"
 check "  (a wrong .sha256 does not check)" eval "cd '$reldir' && ! sha256sum -c '$tmp/bad.sha256'"
 mkdir -p "$tmp/unpacked"
 tar -xJf "$reldir/$archive" -C "$tmp/unpacked"
