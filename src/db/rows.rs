@@ -261,8 +261,9 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
 }
 
 impl Workspace {
-    /// Reads `user_version`, the schema objects, the registry and the capabilities.
-    pub fn schema_facts(&self) -> Result<SchemaFacts, DbError> {
+    /// `PRAGMA user_version`, then every schema object (tables, indexes, triggers,
+    /// views) ordered by type and name as Maka reads them, and the tables' names.
+    pub(super) fn schema_objects(&self) -> Result<(i64, Vec<SchemaObject>, Vec<String>), DbError> {
         let c = self.conn();
         let e = |e: rusqlite::Error| self.err(&e);
         let user_version: i64 = c
@@ -290,6 +291,14 @@ impl Workspace {
             }
             objects.push(schema_object(&kind, &name, &tbl, &sql));
         }
+        Ok((user_version, objects, tables))
+    }
+
+    /// Reads `user_version`, the schema objects, the registry and the capabilities.
+    pub fn schema_facts(&self) -> Result<SchemaFacts, DbError> {
+        let c = self.conn();
+        let e = |e: rusqlite::Error| self.err(&e);
+        let (user_version, objects, tables) = self.schema_objects()?;
         let has = |t: &str| tables.iter().any(|x| x == t);
         let pairs = |sql: &str| -> Result<BTreeMap<String, i64>, DbError> {
             let mut stmt = c.prepare(sql).map_err(e)?;

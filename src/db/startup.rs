@@ -7,7 +7,7 @@
 
 use rusqlite::types::ValueRef;
 
-use super::schema::{schema_object, SchemaObject};
+use super::schema::SchemaObject;
 use super::{DbError, Workspace};
 
 /// A stored value as Maka's JavaScript sees it (`node:sqlite` gives numbers, strings
@@ -109,32 +109,7 @@ impl Workspace {
     /// Reads the start-up facts (schema and a few rows; see the module comment).
     pub fn startup_facts(&self) -> Result<StartupFacts, DbError> {
         let c = self.conn();
-        let e = |e: rusqlite::Error| self.err(&e);
-        let user_version: i64 = c
-            .query_row("PRAGMA user_version", [], |r| r.get(0))
-            .map_err(e)?;
-        let mut objects = Vec::new();
-        {
-            let mut stmt = c
-                .prepare(
-                    "SELECT type, name, tbl_name, sql FROM sqlite_schema \
-                     WHERE name NOT LIKE 'sqlite_%' AND type IN ('table','index','trigger','view') \
-                     AND sql IS NOT NULL ORDER BY type, name",
-                )
-                .map_err(e)?;
-            let mut rows = stmt.query([]).map_err(e)?;
-            while let Some(r) = rows.next().map_err(e)? {
-                let t = |i: usize| -> Result<String, DbError> {
-                    Ok(match r.get_ref(i).map_err(e)? {
-                        ValueRef::Text(b) | ValueRef::Blob(b) => {
-                            String::from_utf8_lossy(b).into_owned()
-                        }
-                        _ => String::new(),
-                    })
-                };
-                objects.push(schema_object(&t(0)?, &t(1)?, &t(2)?, &t(3)?));
-            }
-        }
+        let (user_version, objects, _) = self.schema_objects()?;
         let mut facts = StartupFacts {
             user_version,
             objects,

@@ -276,22 +276,12 @@ pub fn upgrade_preview(
     for target in targets {
         // The build's own composition checks (`crate::startup`) come first.
         let composition = crate::startup::verdict(facts, target);
-        if let Some(why) = composition
+        // The build's own composition refuses first; only then does it matter whether
+        // its migration was measured and refuses.
+        let refusal = composition
             .as_ref()
-            .and_then(crate::startup::upgrade_refusal)
-        {
-            out.push(UpgradeTarget {
-                release: target.to_owned(),
-                migration: "refuses".into(),
-                refusal: Some(why),
-                startup_blocked: true,
-                tool_writes_refused: false,
-                undecodable_headers: Vec::new(),
-                composition,
-            });
-            continue;
-        }
-        if !upgrade::migration_measured(g) {
+            .and_then(crate::startup::upgrade_refusal);
+        if refusal.is_none() && !upgrade::migration_measured(g) {
             out.push(UpgradeTarget {
                 release: target.to_owned(),
                 migration: "not_measured".into(),
@@ -303,9 +293,9 @@ pub fn upgrade_preview(
             });
             continue;
         }
-        if let Some(why) =
+        if let Some(why) = refusal.or_else(|| {
             upgrade::migration_refusal(target, schema.objects.iter().map(|o| o.key.as_str()))
-        {
+        }) {
             out.push(UpgradeTarget {
                 release: target.to_owned(),
                 migration: "refuses".into(),
