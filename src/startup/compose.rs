@@ -186,15 +186,7 @@ impl Composition {
     fn runtime_only(&self, f: &StartupFacts) -> Verdict {
         let uv = f.user_version;
         if uv < 0 {
-            return Verdict::refuses(
-                self.release,
-                refusal(
-                    "schema_registry_invalid",
-                    "runtime",
-                    None,
-                    "Invalid SQLite runtime schema version".into(),
-                ),
-            );
+            return invalid_runtime(self.release);
         }
         if uv > self.runtime {
             return newer_with(
@@ -249,17 +241,7 @@ impl Composition {
             for (scope, version) in rows.into_iter().flatten() {
                 let Some(scope) = scope.text() else { continue };
                 let Some(sup) = self.supported(scope) else {
-                    return Verdict::refuses(
-                        r,
-                        refusal(
-                            "schema_scope_unknown",
-                            scope,
-                            Some(scope.to_owned()),
-                            format!(
-                                "Operational schema {scope} is unknown to this Maka build{UPGRADE}"
-                            ),
-                        ),
-                    );
+                    return unknown_scope(r, scope);
                 };
                 match version.non_negative_integer() {
                     None => return invalid_version(r, scope, version),
@@ -435,17 +417,7 @@ impl Composition {
                     needs = true;
                     continue;
                 }
-                return Verdict::refuses(
-                    r,
-                    refusal(
-                        "schema_scope_unknown",
-                        scope,
-                        Some(scope.to_owned()),
-                        format!(
-                            "Operational schema {scope} is unknown to this Maka build{UPGRADE}"
-                        ),
-                    ),
-                );
+                return unknown_scope(r, scope);
             };
             let Some(n) = version.non_negative_integer() else {
                 return invalid_version(r, scope, version);
@@ -727,6 +699,18 @@ fn invalid_version(r: &str, scope: &str, version: &Cell) -> Verdict {
                 "Operational schema {scope} has invalid version {}{RESTORE}",
                 version.display()
             ),
+        ),
+    )
+}
+
+fn unknown_scope(r: &str, scope: &str) -> Verdict {
+    Verdict::refuses(
+        r,
+        refusal(
+            "schema_scope_unknown",
+            scope,
+            Some(scope.to_owned()),
+            format!("Operational schema {scope} is unknown to this Maka build{UPGRADE}"),
         ),
     )
 }
