@@ -13,6 +13,7 @@
 
 pub mod advice;
 pub mod compat;
+pub mod derived;
 pub mod repair_basis;
 pub mod rules;
 pub mod upgrade;
