@@ -92,6 +92,10 @@ pub struct Bundle {
     /// Set by `doctor excise`: the excised events and rowids, for `doctor restore`.
     /// Written under the top-level key `excise`; replay ignores it.
     pub excise: Option<Value>,
+    /// Set by `doctor rederive` (`kind: "rederive"`): the schema objects it put back and
+    /// the registry rows it added, for `doctor restore`. Written under the top-level key
+    /// `rederive`; its `tables` are the rows it wrote.
+    pub rederive: Option<Value>,
 }
 
 /// Why a document is not a readable session bundle.
@@ -162,6 +166,9 @@ impl Bundle {
         }
         if let Some(x) = &self.excise {
             doc.insert("excise".into(), x.clone());
+        }
+        if let Some(x) = &self.rederive {
+            doc.insert("rederive".into(), x.clone());
         }
         Value::Object(doc)
     }
@@ -276,6 +283,11 @@ impl Bundle {
             Some(x @ Value::Object(_)) => Some(x.clone()),
             Some(_) => return Err(shape("`excise` is not an object")),
         };
+        let rederive = match doc.get("rederive") {
+            None | Some(Value::Null) => None,
+            Some(x @ Value::Object(_)) => Some(x.clone()),
+            Some(_) => return Err(shape("`rederive` is not an object")),
+        };
         Ok(Bundle {
             session_id,
             schema,
@@ -283,6 +295,7 @@ impl Bundle {
             quarantine,
             kind,
             excise,
+            rederive,
         })
     }
 }
@@ -380,6 +393,7 @@ mod tests {
             quarantine: Some(serde_json::json!({"sessions": ["s-1"]})),
             kind: Some("quarantine".into()),
             excise: None,
+            rederive: None,
         }
     }
 

@@ -59,6 +59,7 @@ pub mod lock;
 mod mutate;
 pub mod notes;
 pub mod quarantine;
+pub mod rederive;
 pub mod release;
 pub mod repair;
 pub mod replay;

@@ -8,6 +8,7 @@ pub mod finalize;
 mod info;
 mod printer;
 mod quarantine;
+mod rederive;
 mod repair;
 mod replay;
 mod scan;
@@ -152,11 +153,16 @@ pub enum DoctorCommand {
     /// Remove only the damaged events (and what hangs on them) from the ledger,
     /// keeping every conversation, each session's removed rows kept in a bundle
     Excise(excise::ExciseArgs),
-    /// Put quarantined sessions, or excised events, back from their bundles
+    /// Put back exactly what Maka derives when it is missing (an index, a trigger, the
+    /// tool projections rebuilt from the runtime events, the registry rows), each
+    /// with the text the release that wrote the file writes
+    Rederive(rederive::RederiveArgs),
+    /// Put quarantined sessions, excised events, or a rederive's objects back from
+    /// their bundles
     Restore(quarantine::RestoreArgs),
-    /// Make the workspace work again: the scan's plan (excise the damaged events,
-    /// quarantine the sessions excision cannot heal, then finalize what is still
-    /// stuck) as one command
+    /// Make the workspace work again: the scan's plan (put back what Maka derives,
+    /// excise the damaged events, quarantine the sessions excision cannot heal, then
+    /// finalize what is still stuck) as one command
     Repair(repair::RepairArgs),
 }
 
@@ -172,6 +178,9 @@ pub fn run(cli: Cli, printer: &mut Printer) -> Result<ExitStatus, CliError> {
         }
         Command::Doctor(DoctorCommand::Excise(args)) => {
             quarantine::run_bundles(&cli.global, &args, printer, crate::excise::apply::run)
+        }
+        Command::Doctor(DoctorCommand::Rederive(args)) => {
+            rederive::run(&cli.global, &args, printer)
         }
         Command::Doctor(DoctorCommand::Restore(args)) => {
             quarantine::run_restore(&cli.global, &args, printer)

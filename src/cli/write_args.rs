@@ -16,6 +16,8 @@ pub const EXCISE: usize = 0;
 pub const QUARANTINE: usize = 1;
 /// `doctor repair`'s row of [`HELP`] (it names no session).
 pub const REPAIR: usize = 2;
+/// `doctor rederive`'s row of [`HELP`] (it names no session).
+pub const REDERIVE: usize = 3;
 
 /// A command's help of `--session`, `--out` and `--apply`.
 pub struct Help {
@@ -24,7 +26,7 @@ pub struct Help {
     pub apply: &'static str,
 }
 
-pub const HELP: [Help; 3] = [
+pub const HELP: [Help; 4] = [
     Help {
         session: "Excise only in this session (repeatable)",
         out: "Directory for the bundles [default: `wsledger-quarantine` beside the database]; \
@@ -44,6 +46,12 @@ pub const HELP: [Help; 3] = [
               `wsledger-quarantine` beside the database]; never inside the workspace's \
               `sessions/`",
         apply: "Carry the plan out (default: dry run, nothing is written)",
+    },
+    Help {
+        session: "",
+        out: "Directory for the rederive bundle (what `doctor restore` takes back) \
+              [default: `wsledger-quarantine` beside the database]",
+        apply: "Put the missing objects back (default: dry run, nothing is written)",
     },
 ];
 

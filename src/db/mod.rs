@@ -21,6 +21,7 @@
 
 pub mod backup;
 mod cascade;
+pub mod derived;
 pub mod diagnosis;
 pub mod excise;
 pub mod facts;

@@ -263,6 +263,7 @@ impl Workspace {
             quarantine: None,
             kind: None,
             excise: None,
+            rederive: None,
         })
     }
 }

@@ -213,6 +213,7 @@ impl ExciseWrite<'_> {
                 quarantine: None,
                 kind: Some("excise".into()),
                 excise: Some(Value::Object(meta)),
+                rederive: None,
             };
             write_bundle(path, &bundle, &mut written, "nothing was excised", false)?;
         }

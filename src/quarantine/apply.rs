@@ -515,6 +515,7 @@ pub fn write_quarantine(
             quarantine: Some(Value::Object(meta)),
             kind: Some("quarantine".into()),
             excise: None,
+            rederive: None,
         };
         let path = out_dir.join(bundle_file_name(s));
         write_bundle(&path, &bundle, &mut written, "nothing was deleted", true)?;

@@ -2,6 +2,7 @@
 //! repair must refuse the file. Pure (schema facts in, a verdict out); `db::write` is
 //! handed [`schema_gate`] and asks it before and inside every transaction.
 
+use super::Generation;
 use crate::db::SchemaFacts;
 
 /// The tables a repair reads or writes (finalize-runs, quarantine, restore, and what
@@ -111,7 +112,47 @@ pub fn write_basis(facts: &SchemaFacts) -> Result<WriteBasis, Vec<String>> {
     }
 }
 
-/// The gate `db::write::Writer` asks: [`write_basis`] without the basis.
+/// Whether wsledger may write into a file of generation `g`: its rules were checked
+/// against that build's own code. Every catalog generation is today; the one place to
+/// ask (`workspace_release.known_from` is `"build"` exactly for these).
+pub fn verified_against_build(g: &Generation) -> bool {
+    g.releases.iter().all(|r| super::release_rank(r).is_some())
+}
+
+/// The basis of a write into a file that is a known generation less derived objects
+/// that `doctor rederive` puts back (`derived::missing`): that generation's schema, not
+/// exact. `Err` when the file is not such a file.
+pub fn rederive_basis(facts: &SchemaFacts) -> Result<WriteBasis, Vec<String>> {
+    match super::derived::missing(facts) {
+        Ok(Some(m)) if !m.generation.rules().ledger_gate => Err(vec![format!(
+            "it was written by Maka {} in its opt-in mode, which keeps run headers and \
+             sessions in files beside it: there is nothing wsledger can repair in it",
+            m.generation.display()
+        )]),
+        Ok(Some(m)) if !verified_against_build(m.generation) => Err(vec![format!(
+            "Maka {}'s schema was not checked against that build's own code",
+            m.generation.display()
+        )]),
+        Ok(Some(m)) => Ok(WriteBasis {
+            releases: m.generation.releases.clone(),
+            exact: false,
+            differences: super::recognize(facts).differences.lines(),
+        }),
+        Ok(None) => write_basis(facts),
+        Err(e) => Err(e.why),
+    }
+}
+
+/// The basis of a repair that may run before `doctor rederive` in one plan (excise,
+/// quarantine, `doctor repair`): [`write_basis`], or, for a file that is a known
+/// generation less derived objects only, [`rederive_basis`] (their statements find
+/// a missing tool projection table and leave it alone).
+pub fn write_basis_before_rederive(facts: &SchemaFacts) -> Result<WriteBasis, Vec<String>> {
+    write_basis(facts).or_else(|why| rederive_basis(facts).map_err(|_| why))
+}
+
+/// The gate `db::write::Writer` asks: [`write_basis_before_rederive`] without the
+/// basis (every command's own refusal comes first: finalize-runs' is [`write_basis`]).
 pub fn schema_gate(facts: &SchemaFacts) -> Result<(), Vec<String>> {
-    write_basis(facts).map(|_| ())
+    write_basis_before_rederive(facts).map(|_| ())
 }

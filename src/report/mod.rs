@@ -8,6 +8,7 @@ pub mod finalize;
 pub mod fold;
 pub mod info;
 pub mod quarantine;
+pub mod rederive;
 pub mod repair;
 pub mod replay;
 pub use crate::sanitize;
