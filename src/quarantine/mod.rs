@@ -8,6 +8,7 @@ pub mod apply;
 pub mod document;
 pub mod excised;
 pub mod files;
+pub mod rederived;
 pub mod restore;
 
 use std::collections::{BTreeMap, BTreeSet};

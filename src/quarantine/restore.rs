@@ -30,6 +30,10 @@ pub struct Request {
 /// Checks the bundles against `db` and plans `doctor restore`, and with `apply`
 /// carries it out; returns the document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    // A rederive bundle is taken back on its own.
+    if let Some((path, bundle)) = rederive_bundle(&req.bundles)? {
+        return super::rederived::run(db, &path, &bundle, &req.write, notes);
+    }
     // Excision bundles have their own restore.
     if let Some(excised) = excision_bundles(&req.bundles)? {
         return super::excised::run(db, &excised, &req.write, notes);
@@ -176,6 +180,29 @@ fn write_restore(
         printed.note(n);
     }
     Ok(notes)
+}
+
+/// The one rederive bundle named (`None` when none is; an error when it is named with
+/// other bundles).
+fn rederive_bundle(paths: &[PathBuf]) -> Result<Option<(PathBuf, Bundle)>, UserError> {
+    let mut found = None;
+    for path in paths {
+        let Ok(text) = std::fs::read_to_string(path) else {
+            continue;
+        };
+        if let Ok(b) = Bundle::from_json_text(&text) {
+            if b.kind.as_deref() == Some("rederive") {
+                found = Some((path.clone(), b));
+            }
+        }
+    }
+    if found.is_some() && paths.len() > 1 {
+        return Err(UserError::new(
+            "a rederive bundle was named with other bundles",
+            "take a rederive back on its own: name only its bundle",
+        ));
+    }
+    Ok(found)
 }
 
 /// The bundles read as excision bundles when every one is (`None` when none is; an

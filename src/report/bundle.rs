@@ -43,6 +43,7 @@ pub fn render(out: &mut dyn Write, doc: &Value, format: Format) -> io::Result<()
             serde_json::to_writer_pretty(&mut *out, doc)?;
             writeln!(out)
         }
+        _ if doc["kind"] == "rederive" => super::rederive::render_restore(out, doc),
         _ if doc["command"] == "excise" || doc["kind"] == "excise" => {
             table(out, doc, &super::excise::TABLE)
         }

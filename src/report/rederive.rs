@@ -59,3 +59,32 @@ pub fn render(out: &mut dyn Write, doc: &Value, format: Format) -> io::Result<()
     }
     Ok(())
 }
+
+/// The table of `doctor restore` taking a rederive back.
+pub fn render_restore(out: &mut dyn Write, doc: &Value) -> io::Result<()> {
+    writeln!(out, "workspace: {}", s(&doc["workspace"]))?;
+    for item in doc["sessions"].as_array().into_iter().flatten() {
+        writeln!(out, "rederive bundle {}", s(&item["bundle"]))?;
+        for k in item["removes"].as_array().into_iter().flatten() {
+            writeln!(out, "  removes {}", s(k))?;
+        }
+        for scope in item["registry_scopes"].as_array().into_iter().flatten() {
+            writeln!(out, "  removes the registry row of scope {}", s(scope))?;
+        }
+    }
+    let state = if doc["applied"] == true {
+        ("after", &doc["after"])
+    } else {
+        ("now", &doc["before"])
+    };
+    writeln!(
+        out,
+        "{}: start-up {}",
+        state.0,
+        if state.1["startup_blocked"] == true {
+            "BLOCKED (Maka refuses the file without what the rederive put back)"
+        } else {
+            "not blocked"
+        }
+    )
+}
