@@ -22,6 +22,8 @@ use crate::finalize::{plan_finalize, PlanOptions};
 use crate::notes::Notes;
 use crate::quarantine::apply::{default_out_dir, BundleTarget, QuarantineWrite};
 use crate::quarantine::{damaged_sessions, startup_blockers, Reason};
+use crate::rederive::apply::{prepare, Prepared, RederiveWrite};
+use crate::rederive::Outcome;
 use crate::scan::runs::RunState;
 use crate::scan::{scan_path, scan_workspace, ScanOptions};
 
@@ -35,6 +37,9 @@ pub struct Repaired {
 
 /// What the plan is made from (read at one snapshot).
 struct RepairRead {
+    /// The missing derived objects the plan puts back, and (when they go first) their
+    /// write prepared at this snapshot.
+    rederive: Option<(crate::rederive::Plan, Option<Result<Prepared, String>>)>,
     diagnosis: Diagnosis,
     targets: BTreeMap<String, Vec<Reason>>,
     blocked: Vec<String>,
@@ -75,17 +80,33 @@ pub fn run(
             }
         }
         let facts = ws.schema_facts()?;
+        let rederive = match crate::rederive::plan_on(ws, &report)? {
+            Outcome::Planned(p) => {
+                // Put back first, unless the projections wait for the excision.
+                let first = p.ledger_damage.is_none();
+                let prepared = if first {
+                    Some(prepare(ws, &p, now)?)
+                } else {
+                    None
+                };
+                Some((p, prepared))
+            }
+            _ => None,
+        };
+        let schema = crate::release::repair_basis::bundle_schema(&facts);
         Ok(RepairRead {
+            rederive,
             diagnosis,
             targets,
             blocked,
-            schema: facts.bundle_schema(),
-            basis: crate::release::repair_basis::write_basis(&facts),
+            schema,
+            basis: crate::release::repair_basis::write_basis_before_rederive(&facts),
             binding: ws.root_binding()?,
             excise,
         })
     })?;
     let RepairRead {
+        rederive,
         diagnosis,
         targets,
         blocked,
@@ -105,15 +126,25 @@ pub fn run(
         "bundles": [],
         "excised": [],
         "finalized_runs": 0,
+        "rederived": null,
         "diagnosis": diagnosis,
         "after": null,
     });
     let nothing = diagnosis.plan.steps.is_empty();
+    // What is put back first must be exact before anything is written.
+    let first_refused = rederive.as_ref().and_then(|(_, prepared)| match prepared {
+        Some(Err(why)) => Some(why.clone()),
+        _ => None,
+    });
     if !req.apply || nothing {
         if !req.apply && !nothing {
-            match &diagnosis.plan.refused {
-                Some(why) => notes.note(&format!("dry run: nothing was written; {why}")),
-                None => notes.note(
+            match (&diagnosis.plan.refused, &first_refused) {
+                (Some(why), _) => notes.note(&format!("dry run: nothing was written; {why}")),
+                (None, Some(why)) => notes.note(&format!(
+                    "dry run: nothing was written; --apply would refuse this file: the \
+                     missing derived objects cannot be put back: {why}"
+                )),
+                (None, None) => notes.note(
                     "dry run: nothing was written; run again with --apply to carry the plan out",
                 ),
             }
@@ -134,6 +165,17 @@ pub fn run(
         ));
     }
 
+    if let Some(why) = first_refused {
+        return Err(UserError::new(
+            format!(
+                "`{}`: the missing derived objects cannot be put back: {why}; nothing was \
+                 changed",
+                db.display()
+            ),
+            "run without --apply to see the plan",
+        ));
+    }
+
     // --apply: one lock, one backup, then each step in its own transaction.
     let out_dir = req.out.clone().unwrap_or_else(|| default_out_dir(db));
     // The bundle names the database file, as `doctor quarantine`'s does.
@@ -146,13 +188,32 @@ pub fn run(
         bundles: bundles(),
     };
     let excise = (!excised.is_empty()).then(|| ExciseWrite::new(excised, bundles()));
+    let rederive = rederive.map(|(p, prepared)| {
+        let first = prepared.is_some();
+        let bundle = out_dir.join(crate::rederive::apply::bundle_name(now));
+        let prepared = prepared.and_then(Result::ok);
+        (
+            RederiveWrite::new(p, prepared, &out_dir, bundle, now),
+            first,
+        )
+    });
     let mut write = RepairWrite {
         db,
         excise,
         quarantine,
+        rederive,
     };
     let applied = apply(&target, &mut write, notes)?;
     let (excised, bundles, finalized) = applied.written;
+    if let Some((r, _)) = &write.rederive {
+        if r.done {
+            doc["rederived"] = json!({
+                "objects": r.plan.objects.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+                "registry_rows": r.plan.registry_rows.len(),
+                "bundle": r.bundle.display().to_string(),
+            });
+        }
+    }
     doc["backup"] = json!(applied.backup);
     doc["excised"] = json!(excised);
     doc["bundles"] = json!(bundles);
@@ -193,12 +254,17 @@ struct RepairWrite<'a> {
     db: &'a Path,
     excise: Option<ExciseWrite<'a>>,
     quarantine: QuarantineWrite<'a>,
+    /// The missing derived objects put back, and whether first (else after the
+    /// excision and quarantine, planned on the file as they leave it).
+    rederive: Option<(RederiveWrite<'a>, bool)>,
 }
 
-/// What repair stages under the lock: excision's, then quarantine's.
+/// What repair stages under the lock: excision's, then quarantine's; with a rederive
+/// step, only the bundle directory (the others stage inside the write).
 type RepairStaged = (
     Option<crate::excise::apply::Staged>,
     Option<crate::quarantine::apply::Staged>,
+    Option<crate::quarantine::files::MadeDirs>,
 );
 
 impl WritingCommand for RepairWrite<'_> {
@@ -208,6 +274,9 @@ impl WritingCommand for RepairWrite<'_> {
     type Written = (Vec<Value>, Vec<String>, usize);
 
     fn check(&mut self) -> Result<(), UserError> {
+        if let Some((r, _)) = self.rederive.as_mut() {
+            r.check()?;
+        }
         if self.excise.is_some() || !self.quarantine.targets.is_empty() {
             let out_dir = self.quarantine.bundles.out_dir;
             crate::quarantine::files::refuse_out_in_sessions(out_dir, self.db)?;
@@ -217,19 +286,38 @@ impl WritingCommand for RepairWrite<'_> {
     }
 
     fn stage(&mut self, writer: &Writer) -> Result<Self::Staged, UserError> {
+        if let Some((r, _)) = self.rederive.as_mut() {
+            // The other steps read their rows again once what is missing is back (or,
+            // after it, just before their writes).
+            return Ok((None, None, Some(r.stage(writer)?)));
+        }
         let excise = match self.excise.as_mut() {
             Some(x) => Some(x.stage(writer)?),
             None => None,
         };
         if self.quarantine.targets.is_empty() {
-            return Ok((excise, None));
+            return Ok((excise, None, None));
         }
-        Ok((excise, Some(self.quarantine.stage(writer)?)))
+        Ok((excise, Some(self.quarantine.stage(writer)?), None))
     }
 
     fn write(&mut self, step: Step<'_>, staged: Self::Staged) -> Result<Self::Written, UserError> {
         let (db, writer, backup, notes) = (self.db, step.writer, step.backup, step.notes);
-        let (excise_staged, staged) = staged;
+        let (mut excise_staged, mut staged, made) = staged;
+        let first = self.rederive.as_ref().is_some_and(|(_, first)| *first);
+        if let (Some((r, true)), Some(_)) = (self.rederive.as_mut(), &made) {
+            r.write_on(writer, notes)?;
+        }
+        if made.is_some() {
+            // Staged now, on the file as the rederive left it (or before the excision
+            // and quarantine it comes after).
+            if let Some(x) = self.excise.as_mut() {
+                excise_staged = Some(x.stage(writer)?);
+            }
+            if !self.quarantine.targets.is_empty() {
+                staged = Some(self.quarantine.stage(writer)?);
+            }
+        }
         let mut excised = Vec::new();
         if let (Some(x), Some(x_staged)) = (self.excise.as_mut(), excise_staged) {
             // Excision first: the sessions it heals keep their conversation.
@@ -278,6 +366,13 @@ impl WritingCommand for RepairWrite<'_> {
                 "quarantined {moved} session(s); bundles in {}",
                 out_dir.display()
             ));
+        }
+        if let (Some((r, false)), false) = (self.rederive.as_mut(), first) {
+            // Planned on the file as the excision and quarantine left it.
+            r.write_on(writer, notes)?;
+        }
+        if let Some(mut m) = made {
+            m.keep();
         }
         // Planned on the file as the quarantine left it.
         let planning = plan_finalize(db, &PlanOptions::default())?;

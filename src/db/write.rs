@@ -8,7 +8,8 @@
 //! exactly the rows of the write set, and asks the kernel once more, just before the
 //! commit, whether another process has opened the file. Any difference or failure
 //! rolls everything back. No schema object, `user_version`, registry or capability
-//! row is touched.
+//! row is touched: the one exception, putting back a missing derived object exactly
+//! (`doctor rederive`), is written by `super::derived`, on this writer.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -156,7 +157,8 @@ pub enum WriteError {
 
 /// What to do about a file no repair may write (every repair says the same).
 pub const SCHEMA_REFUSAL_HINT: &str = "wsledger writes only in the schema of a known Maka \
-release and never changes a schema; keep the file as it is (take a copy) and run `wsledger \
+release, and changes a schema only to put back a missing object that release derives \
+(`wsledger doctor rederive`); keep the file as it is (take a copy) and run `wsledger \
 doctor scan` to see what differs";
 
 impl WriteError {

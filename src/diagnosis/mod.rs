@@ -226,7 +226,7 @@ pub struct Cause {
 /// `diagnosis.plan.steps[]`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Step {
-    /// `quarantine` or `finalize_runs`.
+    /// `rederive`, `excise`, `quarantine` or `finalize_runs`.
     pub action: &'static str,
     pub command: String,
     pub fixes: String,
@@ -991,6 +991,27 @@ pub fn align_hints(findings: &mut [Finding], d: &Diagnosis, skipped: &Plan) {
         .map(|c| ((c.session_id.as_str(), c.run_id.as_str()), c.remedy))
         .collect();
     for f in findings.iter_mut() {
+        // What is missing from the schema: the rederive step, or why there is none.
+        if matches!(
+            f.code,
+            "startup_refused" | "schema_object_missing" | "schema_registry_mismatch"
+        ) {
+            if let Some((n, cmd)) = step_no("rederive") {
+                f.hint = format!(
+                    "Step {n} of the plan puts back what is missing exactly as the release \
+                     writes it, and nothing is lost: `{cmd}` (reversible with `wsledger \
+                     doctor restore`)."
+                );
+            } else if let Some(w) = d
+                .plan
+                .startup_refused
+                .as_ref()
+                .filter(|w| f.code == "startup_refused" && w.contains("cannot put back"))
+            {
+                f.hint = w.clone();
+            }
+            continue;
+        }
         let Some(s) = f.session_id.as_deref() else {
             continue;
         };

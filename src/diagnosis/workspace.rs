@@ -102,26 +102,83 @@ pub fn diagnose_workspace_with(
             apply_refusal,
             excise: &excise,
         });
+        let rederive = crate::rederive::plan_on(ws, report)?;
+        amend_for_rederive(&mut d, &rederive, shown);
         if let Some(s) = &report.startup {
-            amend_for_startup(&mut d, s);
+            amend_for_startup(&mut d, s, &rederive);
         }
         Ok((d, finalize))
     })
 }
 
+/// The plan's `rederive` step, when something Maka derives is missing and can be put
+/// back exactly: first, or, when the projections must be rebuilt from a ledger that
+/// holds damage, after the excision and quarantine (before finalize-runs). The steps'
+/// own refusal of a file missing a tool projection no longer holds: the repairs
+/// write in the release's schema, which the step completes.
+fn amend_for_rederive(
+    d: &mut crate::diagnosis::Diagnosis,
+    rederive: &crate::rederive::Outcome,
+    shown: &str,
+) {
+    let Some(p) = rederive.planned() else {
+        return;
+    };
+    let ws = crate::diagnosis::shell_quote(shown);
+    let (fixes, costs, undo) = crate::rederive::step_words(p);
+    let step = crate::diagnosis::Step {
+        action: "rederive",
+        command: format!("wsledger doctor rederive --workspace {ws} --apply"),
+        fixes,
+        costs,
+        reversible: true,
+        undo,
+    };
+    let at = if p.ledger_damage.is_some() {
+        d.plan
+            .steps
+            .iter()
+            .position(|s| s.action == "finalize_runs")
+            .unwrap_or(d.plan.steps.len())
+    } else {
+        0
+    };
+    d.plan.steps.insert(at, step);
+    d.plan.all_in_one = Some(format!("wsledger doctor repair --workspace {ws} --apply"));
+    d.plan.refused = None;
+}
+
 /// The diagnosis when Maka would not start for a reason the scan's runs do not show
-/// (issue notes, 38): `startup_blocked` counts the composition's refusal, which no
-/// step changes, and the plan says so and what to do.
-fn amend_for_startup(d: &mut crate::diagnosis::Diagnosis, s: &crate::startup::Startup) {
+/// (issue notes, 38): `startup_blocked` counts the composition's refusal. Without a
+/// `rederive` step no step changes it, and the plan says so and what to do (and why
+/// what is missing cannot be put back, when something is); with one, the steps
+/// before it leave it refused.
+fn amend_for_startup(
+    d: &mut crate::diagnosis::Diagnosis,
+    s: &crate::startup::Startup,
+    rederive: &crate::rederive::Outcome,
+) {
     if s.opens {
         return;
     }
     d.before.startup_blocked = true;
-    d.after.startup_blocked = true;
-    d.plan.startup_refused = crate::startup::plan_words(s);
-    for step in &mut d.plan.steps {
+    let at = d.plan.steps.iter().position(|s| s.action == "rederive");
+    let before = at.unwrap_or(d.plan.steps.len());
+    for step in &mut d.plan.steps[..before] {
         step.fixes = format!("{}; {}", step.fixes, crate::startup::STAYS_REFUSED);
     }
+    if at.is_some() {
+        return;
+    }
+    d.after.startup_blocked = true;
+    let cannot = match rederive {
+        crate::rederive::Outcome::Refused(r) => Some((
+            r.why.as_str(),
+            crate::rederive::apply::refused_advice(r.primary),
+        )),
+        _ => None,
+    };
+    d.plan.startup_refused = crate::startup::plan_words_with(s, cannot);
 }
 
 type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;

@@ -98,8 +98,8 @@ impl BundleBasis {
         Ok(BundleBasis {
             report,
             archived,
-            schema: facts.bundle_schema(),
-            basis: crate::release::repair_basis::write_basis(&facts),
+            schema: crate::release::repair_basis::bundle_schema(&facts),
+            basis: crate::release::repair_basis::write_basis_before_rederive(&facts),
             binding: ws.root_binding()?,
         })
     }

@@ -281,6 +281,8 @@ pub struct RederiveWrite<'a> {
     pub out_dir: &'a Path,
     pub bundle: PathBuf,
     pub now: i64,
+    /// Set once everything is back.
+    pub done: bool,
 }
 
 impl<'a> RederiveWrite<'a> {
@@ -297,6 +299,7 @@ impl<'a> RederiveWrite<'a> {
             out_dir,
             bundle,
             now,
+            done: false,
         }
     }
 
@@ -348,6 +351,8 @@ impl<'a> RederiveWrite<'a> {
             written.remove();
             return Err(UserError::new(e.to_string(), e.hint()));
         }
+        self.plan = plan.clone();
+        self.done = true;
         notes.note(&format!(
             "put back {} derived object(s){}; bundle: {}",
             plan.objects.len(),

@@ -287,12 +287,15 @@ pub fn missing(facts: &SchemaFacts) -> Result<Option<Missing>, NotDerived> {
             .collect();
         return Err(NotDerived {
             why: vec![format!(
-                "{} {} data Maka does not derive from anything else in the file (Maka {}'s \
-                 schema has {}): that loss is real, and nothing in the file can bring it back",
+                "{} {} missing, and {} primary data, which Maka derives from nothing else in \
+                 the file: that loss is real",
                 tables.join(", "),
-                if tables.len() == 1 { "holds" } else { "hold" },
-                first.generation.display(),
-                if tables.len() == 1 { "it" } else { "them" }
+                if tables.len() == 1 { "is" } else { "are" },
+                if tables.len() == 1 {
+                    "it holds"
+                } else {
+                    "they hold"
+                },
             )],
             primary,
         });

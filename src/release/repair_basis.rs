@@ -156,3 +156,18 @@ pub fn write_basis_before_rederive(facts: &SchemaFacts) -> Result<WriteBasis, Ve
 pub fn schema_gate(facts: &SchemaFacts) -> Result<(), Vec<String>> {
     write_basis_before_rederive(facts).map(|_| ())
 }
+
+/// The schema a bundle written into this file records (a bundle goes back only into
+/// it): the file's, or, for a file that is a known generation less derived objects,
+/// that generation's, the schema the file has once `doctor rederive` (the plan's step
+/// before or after the one writing the bundle) has put them back.
+pub fn bundle_schema(facts: &SchemaFacts) -> crate::bundle::SchemaInfo {
+    match super::derived::missing(facts) {
+        Ok(Some(m)) => crate::bundle::SchemaInfo {
+            user_version: m.generation.user_version,
+            registry: m.generation.registry.clone(),
+            capabilities: m.generation.capabilities.clone(),
+        },
+        _ => facts.bundle_schema(),
+    }
+}

@@ -392,13 +392,29 @@ pub fn upgrade_refusal(v: &Verdict) -> Option<String> {
 /// `diagnosis.plan.startup_refused`: no step of wsledger's makes Maka open the file,
 /// and what to do instead.
 pub fn plan_words(s: &Startup) -> Option<String> {
+    plan_words_with(s, None)
+}
+
+/// [`plan_words`], with why `doctor rederive` does not put back what is missing and
+/// what to do instead (`cannot`: why, advice), when something is and it does not.
+pub fn plan_words_with(s: &Startup, cannot: Option<(&str, &str)>) -> Option<String> {
     let r = s.refusal.as_ref()?;
-    let advice = reasons::reason(r.reason)
-        .map(|x| reasons::advice_words(x.advice))
-        .unwrap_or_default();
+    let (why, advice) = match cannot {
+        Some((c, advice)) => (
+            format!("wsledger cannot put back what is missing: {c}"),
+            advice,
+        ),
+        None => (
+            "no wsledger repair changes that: wsledger changes a schema only to put back \
+             exactly an object Maka derives"
+                .to_owned(),
+            reasons::reason(r.reason)
+                .map(|x| reasons::advice_words(x.advice))
+                .unwrap_or_default(),
+        ),
+    };
     Some(format!(
-        "Maka {} refuses to open this file ({}); no wsledger repair changes that, because it \
-         would take changing the schema, which wsledger never does. What to do: {advice}",
+        "Maka {} refuses to open this file ({}); {why}. What to do: {advice}",
         s.release, r.reason
     ))
 }

@@ -19,6 +19,9 @@ pub enum Advice {
     NewerMaka,
     /// The schema was damaged or changed by hand: keep the file, restore a backup.
     RestoreBackup,
+    /// Something is missing: what Maka derives is put back (`doctor rederive`); a
+    /// missing table of primary data needs a backup.
+    PutBackDerived,
     /// Data the migration cannot carry over: keep using the release that wrote it.
     KeepWritingRelease,
 }
@@ -46,13 +49,13 @@ pub const REASONS: &[Reason] = &[
         check: "the file has schema objects but no scope registry \
                 (`operational_schema_migrations`)",
         messages: &["Operational schema registry is missing from a nonempty database"],
-        advice: Advice::RestoreBackup,
+        advice: Advice::PutBackDerived,
     },
     Reason {
         code: "schema_registry_scope_missing",
         check: "the registry lacks a scope this Maka requires",
         messages: &["Operational schema registry is missing scope <scope>"],
-        advice: Advice::RestoreBackup,
+        advice: Advice::PutBackDerived,
     },
     Reason {
         code: "schema_registry_invalid",
@@ -72,7 +75,7 @@ pub const REASONS: &[Reason] = &[
         check: "after its migrations, a table, index or trigger of Maka's target schema is \
                 missing",
         messages: &["Incomplete operational SQLite schema: missing required schema object <key>"],
-        advice: Advice::RestoreBackup,
+        advice: Advice::PutBackDerived,
     },
     Reason {
         code: "schema_object_unfamiliar",
@@ -243,8 +246,18 @@ pub fn advice_words(a: Advice) -> &'static str {
         }
         Advice::RestoreBackup => {
             "keep the file as it is (Maka did not change it), restore a backup made before the \
-             change, and report it with the output of `wsledger info`; wsledger does not \
-             repair a schema"
+             change, and report it with the output of `wsledger info`; wsledger changes a \
+             schema only to put back a missing object Maka derives, never one that differs \
+             or is extra"
+        }
+        Advice::PutBackDerived => {
+            "Maka did not change the file. What is missing may be derived: an index, a \
+             trigger, the tool projections (`tool_operations`, `tool_journal_events`, rebuilt \
+             from the runtime events) or the registry's rows; `wsledger doctor rederive \
+             --apply` puts those back exactly as the release writes them, and nothing is lost \
+             (`wsledger doctor repair` plans it with the rest). A missing table of primary \
+             data (events, sessions, messages, run headers) cannot be derived: that loss is \
+             real; keep the file as it is and restore a backup made before it"
         }
         Advice::KeepWritingRelease => {
             "keep using the Maka release that wrote the file until the data named is exported \
