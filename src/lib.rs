@@ -5,11 +5,13 @@
 //! `tests/house.rs` checks):
 //! - `json`, `args_hash`, `event`, `ledger`, `header`: the pure core.
 //!   Values in, values out; no I/O, no clock, no environment.
-//! - `db`: the only module that names SQL (and the only writer, `db::write`), with the
-//!   rows it reads. Below every room that reasons about them: the writer is handed the
+//! - `db`: the only module that names SQL (and the only writer, `db::write`; the one
+//!   schema change it makes, putting back a derived object exactly, is `db::derived`
+//!   on that writer), with the rows it reads. Below every room that reasons about them: the writer is handed the
 //!   rule that says whether a repair may write the file (`db::write::SchemaGate`).
 //! - `release`: the catalog of Maka generations and their rule switches, and the schema
-//!   basis of a repair (`release::repair_basis`, whose `schema_gate` the writer gets).
+//!   basis of a repair (`release::repair_basis`, whose `schema_gate` the writer gets),
+//!   and what each release derives, with its exact text (`release::derived`).
 //! - `session_header`: Maka's start-up check of a session header (pure), over `db`'s
 //!   row and `release`'s header rules.
 //! - `startup`: what each release's workspace composition does when it opens the file
@@ -19,8 +21,8 @@
 //!   start-up (`scan::startup`: the strict recovery's blockers, and the `startup`
 //!   verdict attached to the report).
 //! - One room per capability, each a pure plan plus one `run`/`apply` owning the order
-//!   of its steps: `finalize`, `quarantine` (with `restore`, of both bundle kinds),
-//!   `excise`, `repair`, `diagnosis`, `replay`, `info`, `checkup` (`doctor scan`: the
+//!   of its steps: `finalize`, `quarantine` (with `restore`, of every bundle kind),
+//!   `excise`, `rederive` (putting back what Maka derives), `repair`, `diagnosis`, `replay`, `info`, `checkup` (`doctor scan`: the
 //!   scan, the gaps an excision explains, its diagnosis and expectations, composed).
 //! - `apply`: the one scaffold every writing command goes through (owner lock and
 //!   open-file check, backup, one `BEGIN IMMEDIATE` transaction, rescan).

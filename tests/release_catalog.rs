@@ -177,18 +177,24 @@ fn build() -> String {
     out
 }
 
-#[test]
-fn catalog_is_the_real_dumps() {
-    let want = build();
+/// The data file `path` is `want` (written first under `WSLEDGER_WRITE_CATALOG`);
+/// returns what it holds.
+fn generated(path: &str, want: &str) -> String {
     if std::env::var_os("WSLEDGER_WRITE_CATALOG").is_some() {
-        std::fs::write(CATALOG, &want).unwrap();
+        std::fs::write(path, want).unwrap();
     }
-    let have = std::fs::read_to_string(CATALOG).unwrap();
+    let have = std::fs::read_to_string(path).unwrap();
     assert!(
         have == want,
-        "{CATALOG} differs from the dumps; regenerate with \
+        "{path} differs from the dumps; regenerate with \
          WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog"
     );
+    have
+}
+
+#[test]
+fn catalog_is_the_real_dumps() {
+    let have = generated(CATALOG, &build());
     assert_eq!(release::parse_catalog(&have).unwrap(), release::catalog());
 }
 
@@ -390,16 +396,7 @@ fn build_derived() -> String {
 
 #[test]
 fn derived_texts_are_the_real_dumps() {
-    let want = build_derived();
-    if std::env::var_os("WSLEDGER_WRITE_CATALOG").is_some() {
-        std::fs::write(DERIVED, &want).unwrap();
-    }
-    let have = std::fs::read_to_string(DERIVED).unwrap();
-    assert!(
-        have == want,
-        "{DERIVED} differs from the dumps; regenerate with \
-         WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog"
-    );
+    generated(DERIVED, &build_derived());
     // Every dump's text of every derived object is found again through the parsed data.
     for g in release::catalog() {
         let variants = wsledger::release::derived::texts_of(g);

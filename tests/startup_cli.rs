@@ -53,8 +53,12 @@ fn a_dropped_table_is_one_refusal_with_a_plan_that_says_so() {
         "Incomplete operational SQLite schema: missing required schema object \
          index:tool_journal_events_by_operation"
     );
+    // The table is derived: the plan's first step puts it back, and the hint says so.
     assert!(
-        f["hint"].as_str().unwrap().contains("restore a backup"),
+        f["hint"]
+            .as_str()
+            .unwrap()
+            .contains("Step 1 of the plan puts back"),
         "{f}"
     );
     let s = &doc["startup"];
@@ -66,9 +70,16 @@ fn a_dropped_table_is_one_refusal_with_a_plan_that_says_so() {
     assert_eq!(s["strict_recovery"]["runs"], false);
     let d = &doc["diagnosis"];
     assert_eq!(d["before"]["startup_blocked"], true);
+    assert_eq!(d["after"]["startup_blocked"], false);
+    assert_eq!(d["plan"]["steps"][0]["action"], "rederive");
+    assert!(d["plan"].get("startup_refused").is_none(), "{}", d["plan"]);
+    // A table of primary data is not: no step changes the refusal, and the plan says so.
+    let dir = altered("healthy", "DROP TABLE session_messages");
+    let (_, doc) = scan_json(&dir);
+    let d = &doc["diagnosis"];
     assert_eq!(d["after"]["startup_blocked"], true);
     let words = d["plan"]["startup_refused"].as_str().unwrap();
-    assert!(words.contains("no wsledger repair changes that"), "{words}");
+    assert!(words.contains("cannot put back"), "{words}");
     assert!(words.contains("wsledger info"), "{words}");
 
     let table = wsledger(&["doctor", "scan", ws]);
