@@ -207,6 +207,25 @@ fn no_advice_advises_schema_surgery_or_a_downgrade() {
             dirs.push(e.unwrap().path());
         }
     }
+    // And of files missing schema objects: a derived one (`doctor rederive` puts it
+    // back, and the hint says so without telling anyone to create it by hand) and a table
+    // of primary data (a backup).
+    let mut altered = Vec::new();
+    for sql in [
+        "DROP INDEX tool_journal_events_by_operation",
+        "DROP TABLE tool_operations",
+        "DROP TABLE operational_schema_migrations",
+        "DROP TABLE session_messages",
+    ] {
+        let (t, ws) = copy_fixture("healthy");
+        rusqlite::Connection::open(ws.join("runtime.sqlite"))
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+        dirs.push(ws);
+        altered.push(t);
+    }
+    let mut rederive_hints = 0;
     for dir in dirs {
         let (_, doc) = scan(&dir);
         for f in doc["findings"].as_array().unwrap() {
@@ -215,8 +234,20 @@ fn no_advice_advises_schema_surgery_or_a_downgrade() {
             if hint.to_lowercase().contains("upgrad") {
                 assert!(hint.contains("one way"), "{hint}");
             }
+            rederive_hints += usize::from(hint.contains("doctor rederive"));
+        }
+        let words = doc["diagnosis"]["plan"]["startup_refused"]
+            .as_str()
+            .unwrap_or("");
+        assert!(!advises_schema_surgery(words), "{words}");
+        for step in doc["diagnosis"]["plan"]["steps"].as_array().unwrap() {
+            for k in ["fixes", "costs", "undo"] {
+                let text = step[k].as_str().unwrap();
+                assert!(!advises_schema_surgery(text), "{text}");
+            }
         }
     }
+    assert!(rederive_hints >= 3, "{rederive_hints}");
     assert!(advises_schema_surgery(
         "Drop the extra index with the sqlite3 shell"
     ));
