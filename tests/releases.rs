@@ -94,9 +94,22 @@ fn pi_agent_headers_are_an_upgrade_preview_warning_not_an_error() {
     assert!(!codes.contains(&"session_header_undecodable"), "{codes:?}");
     assert!(!codes.contains(&"run_header_undecodable"), "{codes:?}");
     assert!(codes.contains(&"upgrade_blocks_startup"), "{codes:?}");
+    // Every newer build is previewed; `pi-agent` stops only the builds that dropped it.
     let targets = doc["upgrade"]["targets"].as_array().unwrap();
-    assert_eq!(targets.len(), 2);
-    for t in targets {
+    let names: Vec<&str> = targets
+        .iter()
+        .map(|t| t["release"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["v0.1.6", "v0.1.7", "v0.1.8", "v0.1.9", "v0.1.10", "v0.1.11", "main"]
+    );
+    for t in &targets[..5] {
+        assert_eq!(t["migration"], "migrates");
+        assert_eq!(t["startup_blocked"], false, "{t}");
+        assert_eq!(t["undecodable_headers"], serde_json::json!([]), "{t}");
+    }
+    for t in &targets[5..] {
         assert_eq!(t["migration"], "migrates");
         assert_eq!(t["startup_blocked"], true, "{t}");
         let headers = t["undecodable_headers"].as_array().unwrap();

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::db::quarantine::JournalByEvent;
 use crate::db::{DbError, Workspace};
 use crate::finalize::planning::{plan_finalize_on, PlanUse};
+use crate::quarantine::startup_blockers;
 use crate::scan::ScanReport;
 
 /// Diagnoses a scanned workspace: reads what [`crate::diagnosis::diagnose`] needs
@@ -103,7 +104,8 @@ pub fn diagnose_workspace_with(
             excise: &excise,
         });
         if let Some(s) = &report.startup {
-            amend_for_startup(&mut d, s);
+            let writer_blockers = startup_blockers(report, &archived);
+            amend_for_startup(&mut d, s, &report.workspace_release.rules, &writer_blockers);
         }
         Ok((d, finalize))
     })
@@ -112,13 +114,31 @@ pub fn diagnose_workspace_with(
 /// The diagnosis when Maka would not start for a reason the scan's runs do not show
 /// (issue notes, 38): `startup_blocked` counts the composition's refusal, which no
 /// step changes, and the plan says so and what to do.
-fn amend_for_startup(d: &mut crate::diagnosis::Diagnosis, s: &crate::startup::Startup) {
+/// Under `--maka`, the judged build's strict recovery may also stop on what only it
+/// cannot read (a header of a shape it does not know), which no step changes.
+fn amend_for_startup(
+    d: &mut crate::diagnosis::Diagnosis,
+    s: &crate::startup::Startup,
+    writer: &str,
+    writer_blockers: &[(String, String, &'static str)],
+) {
     if s.opens {
+        if s.strict_recovery.blocked {
+            d.before.startup_blocked = true;
+            let own = |b: &crate::startup::Blocker| {
+                writer_blockers
+                    .iter()
+                    .any(|(x, r, c)| *x == b.session_id && *r == b.run_id && *c == b.code)
+            };
+            if s.strict_recovery.blockers.iter().any(|b| !own(b)) {
+                d.after.startup_blocked = true;
+            }
+        }
         return;
     }
     d.before.startup_blocked = true;
     d.after.startup_blocked = true;
-    d.plan.startup_refused = crate::startup::plan_words(s);
+    d.plan.startup_refused = crate::startup::plan_words(s, writer);
     for step in &mut d.plan.steps {
         step.fixes = format!("{}; {}", step.fixes, crate::startup::STAYS_REFUSED);
     }
