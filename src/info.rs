@@ -42,9 +42,10 @@ pub struct InfoReport {
     /// `--maka all`: every catalogued build's `startup` object (as `doctor scan`'s).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub compatibility: Option<Vec<crate::startup::Startup>>,
-    /// Where the other builds' compositions differ (the table's line; not in JSON).
+    /// Every catalogued build's composition (the table's "other builds" row; not in
+    /// JSON).
     #[serde(skip)]
-    pub other_builds: Option<String>,
+    pub other_builds: Vec<crate::startup::Startup>,
     pub findings: usize,
 }
 
@@ -106,7 +107,7 @@ pub fn workspace_info_as(
         maka_gate: report.maka_gate.clone(),
         startup: report.startup.clone(),
         compatibility: report.compatibility.clone(),
-        other_builds: crate::report::builds::other_builds_line(&report),
+        other_builds: report.other_builds.clone(),
         findings: report.summary.findings,
     })
 }

@@ -134,11 +134,9 @@ pub fn run_as(
     if maka.is_some() {
         // The start-up the plan speaks for (and every build's, under `all`).
         let database = db.display().to_string();
-        for w in crate::report::builds::desktop_warnings_of(
-            startup.0.as_ref(),
-            startup.1.as_deref(),
-            &database,
-        ) {
+        for w in
+            crate::startup::desktop_warnings(startup.0.as_ref(), startup.1.as_deref(), &database)
+        {
             notes.warn(&w);
         }
         doc["startup"] = json!(startup.0);

@@ -344,3 +344,63 @@ fn an_unreadable_run_without_a_header_blocks_no_strict_start_up() {
         assert_eq!(st["strict_recovery"]["blocked"], false, "{build}: {st}");
     }
 }
+
+/// Maka 0.2, from its release notes: not known whether it opens the file, but its
+/// first open deletes the unfinished tasks, counted here per conversation.
+#[test]
+fn maka_02_is_previewed_from_its_release_notes_with_the_tasks_it_deletes() {
+    let (_t, ws) = copy_fixture("healthy");
+    let event = |session: &str, seq: i64, task: &str, status: &str| {
+        format!(
+            "INSERT INTO workflow_task_ledger_events(session_id, sequence, event_id, record_json) \
+             VALUES ('{session}', {seq}, 'e{seq}{task}', '{{\"eventId\":\"e{seq}{task}\",\
+             \"type\":\"task_updated\",\"sessionId\":\"{session}\",\"taskId\":\"{task}\",\
+             \"nextStatus\":\"{status}\",\"task\":{{\"id\":\"{task}\",\"status\":\"{status}\"}}}}');"
+        )
+    };
+    let statements = [
+        event("s-a", 0, "t1", "pending"),
+        event("s-a", 1, "t1", "completed"),
+        event("s-a", 2, "t2", "in_progress"),
+        event("s-b", 0, "t3", "blocked"),
+        event("s-b", 1, "t4", "pending"),
+    ]
+    .join("\n");
+    sql(&ws.join("runtime.sqlite"), &statements);
+    let out = wsledger(&common::scan_json_args(&ws));
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    let doc: Value = serde_json::from_str(&out.stdout).unwrap();
+    let targets = doc["upgrade"]["targets"].as_array().unwrap();
+    let t = targets.last().unwrap();
+    assert_eq!(t["release"], "v0.2.0");
+    assert_eq!(t["migration"], "not_known");
+    assert!(
+        t["composition"].is_null() && t["startup_blocked"].is_null(),
+        "{t}"
+    );
+    assert_eq!(t["unfinished_tasks"]["total"], 3, "{t}");
+    assert_eq!(
+        t["unfinished_tasks"]["sessions"],
+        serde_json::json!([{"session_id": "s-a", "tasks": 1}, {"session_id": "s-b", "tasks": 2}])
+    );
+    let f = common::findings_with(&doc, "upgrade_deletes_tasks");
+    assert_eq!(f.len(), 1, "{doc}");
+    assert_eq!(f[0]["severity"], "warning");
+    assert!(f[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("deletes 3 unfinished task(s) in 2 conversation(s)"));
+    assert!(f[0]["hint"]
+        .as_str()
+        .unwrap()
+        .contains("copy the workspace folder"));
+    let table = wsledger(&["doctor", "scan", "-w", ws.to_str().unwrap()]);
+    assert!(
+        table.stdout.contains(
+            "after upgrading to v0.2.0 (migrates one way): start-up not known (from its release \
+         notes, not its code); DELETES 3 unfinished task(s)"
+        ),
+        "{}",
+        table.stdout
+    );
+}

@@ -220,8 +220,8 @@ fn no_advice_advises_schema_surgery_or_a_downgrade() {
             dirs.push(e.unwrap().path());
         }
     }
-    for dir in dirs {
-        let (_, doc) = scan(&dir);
+    for dir in &dirs {
+        let (_, doc) = scan(dir);
         for f in doc["findings"].as_array().unwrap() {
             let hint = f["hint"].as_str().unwrap();
             assert!(!advises_schema_surgery(hint), "{}: {hint}", dir.display());
@@ -229,6 +229,50 @@ fn no_advice_advises_schema_surgery_or_a_downgrade() {
                 assert!(hint.contains("one way"), "{hint}");
             }
         }
+    }
+    // The same under `--maka`: every hint, the plan's start-up words and the table (its
+    // desktop warning, the start-up and "other builds" lines, the `all` rows).
+    let said = |text: &str, what: &str| {
+        assert!(!advises_schema_surgery(text), "{what}: {text}");
+        if text.to_lowercase().contains("upgrad") {
+            assert!(text.contains("one way"), "{what}: {text}");
+        }
+    };
+    for dir in &dirs {
+        let ws = dir.to_str().unwrap();
+        for build in ["v0.1.2", "v0.1.5", "v0.1.6", "v0.1.11", "main"] {
+            let out = wsledger(&[
+                "doctor", "scan", "-w", ws, "--maka", build, "--format", "json",
+            ]);
+            let doc = json(&out.stdout);
+            for f in doc["findings"].as_array().unwrap() {
+                said(f["hint"].as_str().unwrap(), ws);
+            }
+            if let Some(w) = doc["diagnosis"]["plan"]["startup_refused"].as_str() {
+                said(w, ws);
+            }
+            said(&out.stderr, ws);
+        }
+        let all = wsledger(&["doctor", "scan", "-w", ws, "--maka", "all"]);
+        said(&all.stdout, ws);
+        said(&all.stderr, ws);
+    }
+    // Every refusal's advice, for every build judging a file any build wrote, and
+    // every desktop's warning.
+    use wsledger::startup::{builds, desktop_warning, reasons};
+    for r in reasons::REASONS {
+        for m in r.messages {
+            for judged in builds::names() {
+                for writer in builds::names() {
+                    let a = reasons::advice_for(r.code, m, judged, writer);
+                    assert!(!a.is_empty(), "{}", r.code);
+                    said(&a, r.code);
+                }
+            }
+        }
+    }
+    for b in builds::names() {
+        said(&desktop_warning(b, "ws/runtime.sqlite"), b);
     }
     assert!(advises_schema_surgery(
         "Drop the extra index with the sqlite3 shell"

@@ -7,7 +7,8 @@ use crate::info::workspace_info_as;
 
 /// Show the workspace: database path, schema versions, counts, WAL size, whether
 /// Maka's owner lock is held, whether another process has the database open, whether
-/// the release that wrote it would open it (`doctor scan`'s start-up verdict), and
+/// the release that wrote it (or the build `--maka` names) would open it (`doctor scan`'s
+/// start-up verdict), and
 /// Maka's tool-ledger gate state
 ///
 /// Read-only; the locks are probed, never taken, and nothing is created.
@@ -25,7 +26,7 @@ pub fn run(
     let maka = args.maka.choice()?;
     let db = workspace::database_path(global.workspace()?)?;
     let info = workspace_info_as(&db, maka, &mut |_, _| {})?;
-    for w in crate::report::builds::desktop_warnings_of(
+    for w in crate::startup::desktop_warnings(
         info.startup.as_ref(),
         info.compatibility.as_deref(),
         &info.database,

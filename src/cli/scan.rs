@@ -35,6 +35,10 @@ impl From<SeverityArg> for Severity {
 ///
 /// Read-only: the database and its `-wal` are never changed. The `maka_gate` part of
 /// the report covers the whole file whatever the filters.
+///
+/// Start-up is judged for the Maka build that wrote the file, or the one `--maka` names;
+/// the table says in one line under it where the other builds disagree (`other builds:
+/// …`), and a build whose desktop app deletes the file at start is warned of first.
 #[derive(Debug, Args)]
 pub struct ScanArgs {
     /// Workspaces to scan (directories or database files); default: `--workspace`

@@ -13,6 +13,7 @@
 
 pub mod advice;
 pub mod compat;
+pub mod maka02;
 pub mod repair_basis;
 pub mod rules;
 pub mod upgrade;

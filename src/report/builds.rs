@@ -12,27 +12,11 @@ use crate::startup::Startup;
 /// The warnings printed before anything else: one per build judged (`startup`, or
 /// every row of `--maka all`) whose desktop deletes the file at start.
 pub fn desktop_warnings(report: &ScanReport, database: &str) -> Vec<String> {
-    desktop_warnings_of(
+    crate::startup::desktop_warnings(
         report.startup.as_ref(),
         report.compatibility.as_deref(),
         database,
     )
-}
-
-/// [`desktop_warnings`] of a `startup` object and a `compatibility` list.
-pub fn desktop_warnings_of(
-    startup: Option<&Startup>,
-    compatibility: Option<&[Startup]>,
-    database: &str,
-) -> Vec<String> {
-    let rows: Vec<&Startup> = match compatibility {
-        Some(rows) => rows.iter().collect(),
-        None => startup.into_iter().collect(),
-    };
-    rows.into_iter()
-        .filter(|s| s.desktop_deletes)
-        .map(|s| crate::startup::desktop_warning(&s.release, database))
-        .collect()
 }
 
 /// Names of consecutive catalogued builds: `a`, `a, b`, `a-c`.
@@ -77,11 +61,10 @@ fn outcome(s: &Startup, plural: bool, full: bool) -> String {
 /// `other builds: …`: where the other catalogued builds' compositions differ from the
 /// build judged, in runs of builds that agree, and which desktops delete the file.
 /// `None` when they all agree.
-pub fn other_builds_line(report: &ScanReport) -> Option<String> {
-    let judged = report.startup.as_ref()?;
+pub fn other_builds_line(judged: Option<&Startup>, builds: &[Startup]) -> Option<String> {
+    let judged = judged?;
     let mine = outcome(judged, false, false);
-    let others: Vec<&Startup> = report
-        .other_builds
+    let others: Vec<&Startup> = builds
         .iter()
         .filter(|s| s.release != judged.release)
         .collect();
@@ -175,17 +158,32 @@ pub fn upgrade_lines(p: &UpgradePreview) -> Vec<String> {
                 None => "refuses to migrate this file".to_owned(),
             },
             "not_measured" => "migration not measured for this release's file".to_owned(),
+            "not_known" => {
+                let tasks = t.unfinished_tasks.as_ref().map_or(0, |u| u.total);
+                let deleted = match tasks {
+                    0 => "no unfinished task to delete".to_owned(),
+                    n => format!("DELETES {n} unfinished task(s)"),
+                };
+                format!(
+                    "start-up not known (from its release notes, not its code); {deleted}; \
+                     the sessions it writes no longer open in 0.1.x: copy the workspace first"
+                )
+            }
             _ => format!(
                 "start-up {}, tool writes {}",
-                if t.startup_blocked { "BLOCKED" } else { "ok" },
-                if t.tool_writes_refused {
+                if t.startup_blocked == Some(true) {
+                    "BLOCKED"
+                } else {
+                    "ok"
+                },
+                if t.tool_writes_refused == Some(true) {
                     "REFUSED"
                 } else {
                     "accepted"
                 }
             ),
         };
-        if t.desktop_deletes {
+        if t.desktop_deletes == Some(true) {
             verdict.push_str("; its desktop app DELETES the file at start");
         }
         match groups.last_mut() {

@@ -77,7 +77,7 @@ pub fn render_info_table(out: &mut dyn Write, info: &InfoReport) -> std::io::Res
         ),
         (
             "other builds",
-            info.other_builds
+            super::builds::other_builds_line(info.startup.as_ref(), &info.other_builds)
                 .as_deref()
                 .and_then(|l| l.strip_prefix("other builds: "))
                 .map_or("agree".into(), sanitize),
@@ -91,7 +91,7 @@ pub fn render_info_table(out: &mut dyn Write, info: &InfoReport) -> std::io::Res
     for (k, v) in rows {
         t.add_row(vec![k.to_owned(), v]);
     }
-    let warnings = super::builds::desktop_warnings_of(
+    let warnings = crate::startup::desktop_warnings(
         info.startup.as_ref(),
         info.compatibility.as_deref(),
         &info.database,

@@ -200,7 +200,9 @@ fn render_table(
     if let Some(s) = &report.startup {
         writeln!(out, "{}", sanitize(&s.line()))?;
     }
-    if let Some(line) = super::builds::other_builds_line(report) {
+    if let Some(line) =
+        super::builds::other_builds_line(report.startup.as_ref(), &report.other_builds)
+    {
         writeln!(out, "{}", sanitize(&line))?;
     }
     if let Some(rows) = &report.compatibility {

@@ -174,21 +174,30 @@ pub struct UpgradeTarget {
     /// A catalogued build newer than the file's generation (`v0.1.11` is as released).
     pub release: String,
     /// `migrates`, `refuses` (the build leaves the file untouched and does not start
-    /// on it) or `not_measured` (v0.1.0 and v0.1.1 opt-in files).
+    /// on it), `not_measured` (v0.1.0 and v0.1.1 opt-in files) or `not_known` (Maka
+    /// 0.2, known from its release notes only).
     pub migration: String,
     pub refusal: Option<String>,
     /// Its start-up would stop (a header it cannot decode, or a run the writer's
-    /// start-up already stops on).
-    pub startup_blocked: bool,
-    /// Its tool-ledger gate would refuse every tool-bearing write.
-    pub tool_writes_refused: bool,
+    /// start-up already stops on); `null`: not known.
+    pub startup_blocked: Option<bool>,
+    /// Its tool-ledger gate would refuse every tool-bearing write; `null`: not known.
+    pub tool_writes_refused: Option<bool>,
     /// Headers the writer reads and this build cannot.
     pub undecodable_headers: Vec<UpgradeHeader>,
-    /// This build's desktop app deletes the file when it starts (v0.1.5 and v0.1.6).
-    pub desktop_deletes: bool,
+    /// This build's desktop app deletes the file when it starts (v0.1.5 and v0.1.6);
+    /// `null`: not known.
+    pub desktop_deletes: Option<bool>,
     /// What this build's workspace composition does when it opens the file (see
-    /// `crate::startup`).
+    /// `crate::startup`); `null` where not known.
     pub composition: Option<crate::startup::Verdict>,
+    /// Maka 0.2: what its release notes say opening the file does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consequences: Vec<String>,
+    /// Maka 0.2: the unfinished tasks its Task Ledger retirement deletes, counted from
+    /// the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unfinished_tasks: Option<crate::release::maka02::UnfinishedTasks>,
 }
 
 /// A run or session header a newer build cannot decode.
@@ -205,6 +214,31 @@ pub struct UpgradeHeader {
 /// other targets are in the preview itself.
 pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) -> Vec<Finding> {
     let mut out = Vec::new();
+    let tasks = p
+        .targets
+        .iter()
+        .filter_map(|t| t.unfinished_tasks.as_ref().map(|u| (&t.release, u)))
+        .find(|(_, u)| u.total > 0);
+    if let Some((release, u)) = tasks {
+        let mut f = Finding::new(
+            "upgrade_deletes_tasks",
+            format!(
+                "Maka {release}, by its release notes, deletes {} unfinished task(s) in {} \
+                 conversation(s) of this file when it first opens it (it retires the Task \
+                 Ledger and does not migrate unfinished tasks)",
+                u.total,
+                u.sessions.len()
+            ),
+        )
+        .with_detail(serde_json::json!({"release": release, "unfinished_tasks": u}));
+        f.hint = format!(
+            "Before opening the workspace with Maka {release}, finish or export those tasks \
+             with the Maka you use now, or copy the workspace folder aside: only a copy made \
+             before keeps them. {}",
+            advice::ONE_WAY
+        );
+        out.push(f);
+    }
     let headline =
         |t: &&UpgradeTarget| crate::release::upgrade::TARGETS.contains(&t.release.as_str());
     for t in p.targets.iter().filter(headline) {
@@ -234,7 +268,7 @@ pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) ->
             }
             out.push(f);
         }
-        if t.tool_writes_refused && !writer_refuses_tool_writes {
+        if t.tool_writes_refused == Some(true) && !writer_refuses_tool_writes {
             out.push(Finding::new(
                 "upgrade_refuses_tool_writes",
                 format!(
@@ -256,7 +290,8 @@ pub fn upgrade_preview(
     g: &Generation,
     schema: &SchemaFacts,
     judged: &[super::builds::Judged],
-) -> Option<UpgradePreview> {
+    tasks: crate::release::maka02::UnfinishedTasks,
+) -> UpgradePreview {
     use crate::release::upgrade;
     let mut out = Vec::new();
     for target in upgrade::targets_for(g) {
@@ -271,11 +306,13 @@ pub fn upgrade_preview(
             release: target.to_owned(),
             migration: "migrates".into(),
             refusal: None,
-            startup_blocked: false,
-            tool_writes_refused: j.tool_writes_refused,
+            startup_blocked: Some(false),
+            tool_writes_refused: Some(j.tool_writes_refused),
             undecodable_headers: Vec::new(),
-            desktop_deletes: j.desktop_deletes,
+            desktop_deletes: Some(j.desktop_deletes),
             composition,
+            consequences: Vec::new(),
+            unfinished_tasks: None,
         };
         if refusal.is_none() && !upgrade::migration_measured(g) {
             t.migration = "not_measured".into();
@@ -286,16 +323,39 @@ pub fn upgrade_preview(
         if let Some(why) = refusal.or_else(|| upgrade::migration_refusal(target, keys)) {
             t.migration = "refuses".into();
             t.refusal = Some(why);
-            t.startup_blocked = true;
-            t.tool_writes_refused = false;
+            t.startup_blocked = Some(true);
+            t.tool_writes_refused = Some(false);
             out.push(t);
             continue;
         }
-        t.startup_blocked = !j.blockers.is_empty();
+        t.startup_blocked = Some(!j.blockers.is_empty());
         t.undecodable_headers = j.undecodable_headers.clone();
         out.push(t);
     }
-    (!out.is_empty()).then_some(UpgradePreview { targets: out })
+    out.push(maka02_target(tasks));
+    UpgradePreview { targets: out }
+}
+
+/// Maka 0.2: newer than every catalogued build, known from its release notes only. Its
+/// start-up, gate and desktop are not known; its consequences are the notes', counted
+/// from the file.
+fn maka02_target(tasks: crate::release::maka02::UnfinishedTasks) -> UpgradeTarget {
+    use crate::release::maka02;
+    UpgradeTarget {
+        release: maka02::RELEASE.to_owned(),
+        migration: "not_known".into(),
+        refusal: None,
+        startup_blocked: None,
+        tool_writes_refused: None,
+        undecodable_headers: Vec::new(),
+        desktop_deletes: None,
+        composition: None,
+        consequences: maka02::CONSEQUENCES
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect(),
+        unfinished_tasks: Some(tasks),
+    }
 }
 
 #[cfg(test)]

@@ -198,14 +198,15 @@ pub(super) fn attach_builds(
         g.rank(),
         recognition.rules(),
     )?;
-    if let Some(preview) = super::release::upgrade_preview(g, &schema, &judged) {
-        let writer_refuses = report.maka_gate.tool_writes_refused;
-        report
-            .findings
-            .extend(super::release::upgrade_findings(&preview, writer_refuses));
-        report.upgrade = Some(preview);
-        report.recount();
-    }
+    let mut tasks = crate::release::maka02::TaskCount::default();
+    ws.for_each_task_event(|s, record| tasks.add(s, record))?;
+    let preview = super::release::upgrade_preview(g, &schema, &judged, tasks.finish());
+    let writer_refuses = report.maka_gate.tool_writes_refused;
+    report
+        .findings
+        .extend(super::release::upgrade_findings(&preview, writer_refuses));
+    report.upgrade = Some(preview);
+    report.recount();
     let Some(mine) = judged.iter().find(|j| j.build == judged_build) else {
         return Ok(());
     };

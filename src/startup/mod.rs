@@ -248,6 +248,23 @@ pub fn who(build: &str) -> String {
     }
 }
 
+/// The loud warnings of the builds judged (`startup`, or every row of `--maka all`)
+/// whose desktop deletes the file at start.
+pub fn desktop_warnings(
+    startup: Option<&Startup>,
+    compatibility: Option<&[Startup]>,
+    database: &str,
+) -> Vec<String> {
+    let rows: Vec<&Startup> = match compatibility {
+        Some(rows) => rows.iter().collect(),
+        None => startup.into_iter().collect(),
+    };
+    rows.into_iter()
+        .filter(|s| s.desktop_deletes)
+        .map(|s| desktop_warning(&s.release, database))
+        .collect()
+}
+
 /// A build as the object of "open it with …": `Maka v0.1.11`, `a Maka main-branch
 /// build`.
 pub fn who_short(build: &str) -> String {
