@@ -193,16 +193,7 @@ fn an_older_build_refuses_a_newer_file_and_its_desktop_warning_comes_first() {
     let env = wsledger_env(&args[..4], &[("WSLEDGER_MAKA", "v0.1.5")]);
     assert_eq!(env.stdout, out.stdout);
     // JSON: the build judged, its message, the deletion.
-    let out = wsledger(&[
-        "doctor",
-        "scan",
-        "-w",
-        "fixtures/healthy",
-        "--maka",
-        "v0.1.5",
-        "--format",
-        "json",
-    ]);
+    let out = wsledger(&[&args[..], &["--format", "json"]].concat());
     let doc: Value = serde_json::from_str(&out.stdout).unwrap();
     let st = &doc["startup"];
     assert_eq!(st["release"], "v0.1.5");
@@ -402,5 +393,39 @@ fn maka_02_is_previewed_from_its_release_notes_with_the_tasks_it_deletes() {
         ),
         "{}",
         table.stdout
+    );
+}
+
+/// `doctor repair --maka`: the plan speaks for that build (its refusal, its desktop's
+/// warning first), and the JSON carries its `startup`; nothing is written by a dry run.
+#[test]
+fn repair_plans_for_the_build_named() {
+    let (_t, ws) = copy_fixture("stuck-running");
+    let ws = ws.to_str().unwrap();
+    let before = common::file_hash(&Path::new(ws).join("runtime.sqlite"));
+    let out = wsledger(&["doctor", "repair", "-w", ws, "--maka", "v0.1.6"]);
+    assert_eq!(out.status, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with("WARNING: Maka v0.1.6's DESKTOP APP DELETES"),
+        "{}",
+        out.stdout
+    );
+    assert!(out
+        .stdout
+        .contains("Maka v0.1.6 refuses to open this file (schema_newer)"));
+    let json = wsledger(&[
+        "doctor", "repair", "-w", ws, "--maka", "v0.1.6", "--format", "json",
+    ]);
+    let doc: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(doc["startup"]["release"], "v0.1.6");
+    assert_eq!(doc["startup"]["desktop_deletes"], true);
+    assert_eq!(doc["diagnosis"]["before"]["startup_blocked"], true);
+    let plain = wsledger(&["doctor", "repair", "-w", ws, "--format", "json"]);
+    let doc: Value = serde_json::from_str(&plain.stdout).unwrap();
+    assert!(doc.get("startup").is_none(), "{doc}");
+    assert_eq!(
+        common::file_hash(&Path::new(ws).join("runtime.sqlite")),
+        before
     );
 }

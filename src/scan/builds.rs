@@ -109,8 +109,51 @@ pub fn judge_builds(
         }
     }
     let headers = unreadable_headers(ws, &others, writer, &schema_tables)?;
-    let mut rescans: Vec<(Rules, MakaGate, Vec<Stop>)> = Vec::new();
     let writer_stops = report.maka_gate.tool_writes_refused || !base.is_empty();
+    // The rule sets whose reading of the log can differ from the writer's: an older,
+    // stricter one always; a newer, laxer one where the writer's gate refuses or its
+    // recovery stops. Newer ones newest first: the rules only grew, so what the laxest
+    // still refuses and stops on, every build between it and the writer does too, and
+    // where the laxest says what the writer says, so does every build between them.
+    let mut logs: Vec<(usize, Rules)> = Vec::new();
+    for (b, v, _) in &verdicts {
+        let rules = rules_for(b, writer_rank);
+        let rank = release_rank(builds::rules_of(b)).unwrap_or(0);
+        let older = rank < writer_rank;
+        if v.opens
+            && rules != writer
+            && log_rules_differ(&rules, &writer)
+            && (older || writer_stops)
+            && !logs.iter().any(|(_, r)| *r == rules)
+        {
+            logs.push((rank, rules));
+        }
+    }
+    logs.sort_by(|a, b| b.0.cmp(&a.0));
+    let mut read: Vec<(Rules, Option<MakaGate>, Vec<Stop>)> = Vec::new();
+    let mut laxest_agrees = false;
+    for (rank, rules) in logs {
+        let newer = rank > writer_rank;
+        if newer && laxest_agrees {
+            read.push((rules, None, base.clone()));
+            continue;
+        }
+        let again = ScanOptions {
+            rules: Some(rules),
+            maka: None,
+            ..opts
+        };
+        let r = scan_workspace_without(ws, again, &BTreeSet::new(), &mut |_, _| {})?;
+        let mut b = startup_blockers(&r, &BTreeSet::new());
+        if !b.is_empty() {
+            b = startup_blockers(&r, &archived_of(ws)?);
+        }
+        if newer && !read.iter().any(|(_, g, _)| g.is_some()) {
+            laxest_agrees = r.maka_gate.tool_writes_refused == report.maka_gate.tool_writes_refused
+                && b == base;
+        }
+        read.push((rules, Some(r.maka_gate), b));
+    }
     let mut out = Vec::new();
     for (build, verdict, desktop_deletes) in verdicts {
         let rules = rules_for(build, writer_rank);
@@ -127,27 +170,13 @@ pub fn judge_builds(
             out.push(judged);
             continue;
         }
-        let older = release_rank(builds::rules_of(build)).is_some_and(|r| r < writer_rank);
         let mut stops = base.clone();
-        if rules != writer && log_rules_differ(&rules, &writer) && (older || writer_stops) {
-            if !rescans.iter().any(|(r, _, _)| *r == rules) {
-                let again = ScanOptions {
-                    rules: Some(rules),
-                    maka: None,
-                    ..opts
-                };
-                let r = scan_workspace_without(ws, again, &BTreeSet::new(), &mut |_, _| {})?;
-                let mut b = startup_blockers(&r, &BTreeSet::new());
-                if !b.is_empty() {
-                    b = startup_blockers(&r, &archived_of(ws)?);
-                }
-                rescans.push((rules, r.maka_gate, b));
-            }
-            if let Some((_, gate, b)) = rescans.iter().find(|(r, _, _)| *r == rules) {
+        if let Some((_, gate, b)) = read.iter().find(|(r, _, _)| *r == rules) {
+            if let Some(gate) = gate {
                 judged.tool_writes_refused = gate.tool_writes_refused;
                 judged.gate = Some(gate.clone());
-                stops = b.clone();
             }
+            stops = b.clone();
         }
         if rules != writer {
             if let Some((_, bad)) = headers.iter().find(|(r, _)| *r == rules.header) {
