@@ -102,14 +102,17 @@ fn pi_agent_headers_are_an_upgrade_preview_warning_not_an_error() {
         .collect();
     assert_eq!(
         names,
-        ["v0.1.6", "v0.1.7", "v0.1.8", "v0.1.9", "v0.1.10", "v0.1.11", "main"]
+        ["v0.1.6", "v0.1.7", "v0.1.8", "v0.1.9", "v0.1.10", "v0.1.11", "main", "v0.2.0"]
     );
+    // Maka 0.2 is known from its release notes only: not known, never guessed.
+    assert_eq!(targets[7]["migration"], "not_known");
+    assert!(targets[7]["startup_blocked"].is_null());
     for t in &targets[..5] {
         assert_eq!(t["migration"], "migrates");
         assert_eq!(t["startup_blocked"], false, "{t}");
         assert_eq!(t["undecodable_headers"], serde_json::json!([]), "{t}");
     }
-    for t in &targets[5..] {
+    for t in &targets[5..7] {
         assert_eq!(t["migration"], "migrates");
         assert_eq!(t["startup_blocked"], true, "{t}");
         let headers = t["undecodable_headers"].as_array().unwrap();
