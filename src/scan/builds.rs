@@ -129,7 +129,7 @@ pub fn judge_builds(
             logs.push((rank, rules));
         }
     }
-    logs.sort_by(|a, b| b.0.cmp(&a.0));
+    logs.sort_by_key(|(rank, _)| std::cmp::Reverse(*rank));
     let mut read: Vec<(Rules, Option<MakaGate>, Vec<Stop>)> = Vec::new();
     let mut laxest_agrees = false;
     for (rank, rules) in logs {
