@@ -73,6 +73,7 @@ pub fn scan_options(workspaces: usize, integrity: bool, shown: bool) -> ScanOpti
             Threads::Auto
         },
         rules: None,
+        maka: None,
     }
 }
 

@@ -254,6 +254,10 @@ codes! {
     "Does not affect the release that wrote the file. After the one-way migration, the newer release's start-up reads every session and run header and stops on one it cannot decode.",
     "A header written with a value the newer release no longer accepts (e.g. the `pi-agent` backend kind, dropped in v0.1.11).",
     "Do not upgrade yet (the migration is one way): quarantine the named session first, with the release that wrote the file still installed (`wsledger doctor quarantine --session ID --apply`), or keep using that release.";
+    "upgrade_deletes_tasks", Warning, "Maka 0.2 deletes this file's unfinished tasks when it first opens it",
+    "Does not affect the Maka you use now. Maka 0.2's release notes say its first open drops the Task Ledger and does not migrate the tasks that are not finished; `detail.unfinished_tasks` counts them per conversation. Its start-up verdict is not known (not verified against its code).",
+    "Tasks still pending, in progress or blocked in the Task Ledger (`workflow_task_ledger_events`).",
+    "Before opening the workspace with Maka 0.2, finish or export the tasks you need, or copy the workspace folder aside: 0.2 migrates the file one way, and the sessions it writes no longer open in 0.1.x.";
     "upgrade_refuses_tool_writes", Warning, "a newer Maka release's tool-ledger gate will refuse tool writes in this file",
     "Does not affect the release that wrote the file. After the one-way migration, the newer release's gate refuses every tool-bearing write in every session.",
     "An event the newer release's rules reject, or damage the writer's rules also reject.",

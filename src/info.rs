@@ -39,6 +39,13 @@ pub struct InfoReport {
     /// Whether the writing release opens the file and its strict start-up recovery
     /// completes: the `startup` object of `doctor scan`.
     pub startup: Option<crate::startup::Startup>,
+    /// `--maka all`: every catalogued build's `startup` object (as `doctor scan`'s).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compatibility: Option<Vec<crate::startup::Startup>>,
+    /// Every catalogued build's composition (the table's "other builds" row; not in
+    /// JSON).
+    #[serde(skip)]
+    pub other_builds: Vec<crate::startup::Startup>,
     pub findings: usize,
 }
 
@@ -47,9 +54,22 @@ pub fn workspace_info(
     db: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<InfoReport, DbError> {
+    workspace_info_as(db, None, progress)
+}
+
+/// [`workspace_info`] with the start-up of the build `--maka` names (or every one).
+pub fn workspace_info_as(
+    db: &Path,
+    maka: Option<crate::startup::builds::Maka>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<InfoReport, DbError> {
+    let opts = ScanOptions {
+        maka,
+        ..ScanOptions::default()
+    };
     let (facts, report, binding) = Workspace::read(db, |ws| {
         let facts = ws.schema_facts()?;
-        let report = scan_workspace(ws, ScanOptions::default(), &mut *progress)?;
+        let report = scan_workspace(ws, opts, &mut *progress)?;
         Ok((facts, report, ws.root_binding().ok().flatten()))
     })?;
     // Probed only now: no connection of ours is open on the file (see `OpenProbe`).
@@ -86,6 +106,8 @@ pub fn workspace_info(
         open_error: open_by.as_ref().err().cloned(),
         maka_gate: report.maka_gate.clone(),
         startup: report.startup.clone(),
+        compatibility: report.compatibility.clone(),
+        other_builds: report.other_builds.clone(),
         findings: report.summary.findings,
     })
 }

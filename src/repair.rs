@@ -26,6 +26,7 @@ use crate::rederive::apply::{prepare, Prepared, RederiveWrite};
 use crate::rederive::Outcome;
 use crate::scan::runs::RunState;
 use crate::scan::{scan_path, scan_workspace, ScanOptions};
+use crate::startup::Startup;
 
 /// What `doctor repair` did: its JSON document, the diagnosis it carried out, and
 /// the state the rescan found after an apply.
@@ -40,6 +41,8 @@ struct RepairRead {
     /// The missing derived objects the plan puts back, and (when they go first) their
     /// write prepared at this snapshot.
     rederive: Option<(crate::rederive::Plan, Option<Result<Prepared, String>>)>,
+    /// The judged build's `startup`, and `--maka all`'s `compatibility`.
+    startup: (Option<Startup>, Option<Vec<Startup>>),
     diagnosis: Diagnosis,
     targets: BTreeMap<String, Vec<Reason>>,
     blocked: Vec<String>,
@@ -58,12 +61,30 @@ pub fn run(
     req: &WriteOptions,
     notes: &mut dyn Notes,
 ) -> Result<Repaired, UserError> {
+    run_as(db, shown, req, None, notes)
+}
+
+/// [`run`] with the start-up, gate and plan of the build `--maka` names (or of the
+/// writer, with every build's start-up beside it). What is written is the same: a
+/// repair writes in the writer's schema as the writer does.
+pub fn run_as(
+    db: &Path,
+    shown: &str,
+    req: &WriteOptions,
+    maka: Option<crate::startup::builds::Maka>,
+    notes: &mut dyn Notes,
+) -> Result<Repaired, UserError> {
     let shown = shown.to_owned();
     let now = req.now;
+    let opts = ScanOptions {
+        maka,
+        ..ScanOptions::default()
+    };
 
     // Everything the plan is made from, at one snapshot.
     let read = Workspace::read(db, |ws| {
-        let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;
+        let report = scan_workspace(ws, opts, &mut |_, _| {})?;
+        let startup = (report.startup.clone(), report.compatibility.clone());
         let archived = ws.archived_sessions()?;
         // Made once: the diagnosis's plan and the writes below follow the same one.
         let excise = crate::excise::plan_on(ws, &report, &archived, &[])?;
@@ -96,6 +117,7 @@ pub fn run(
         let schema = crate::release::repair_basis::bundle_schema(&facts);
         Ok(RepairRead {
             rederive,
+            startup,
             diagnosis,
             targets,
             blocked,
@@ -107,6 +129,7 @@ pub fn run(
     })?;
     let RepairRead {
         rederive,
+        startup,
         diagnosis,
         targets,
         blocked,
@@ -130,6 +153,19 @@ pub fn run(
         "diagnosis": diagnosis,
         "after": null,
     });
+    if maka.is_some() {
+        // The start-up the plan speaks for (and every build's, under `all`).
+        let database = db.display().to_string();
+        for w in
+            crate::startup::desktop_warnings(startup.0.as_ref(), startup.1.as_deref(), &database)
+        {
+            notes.warn(&w);
+        }
+        doc["startup"] = json!(startup.0);
+        if let Some(rows) = &startup.1 {
+            doc["compatibility"] = json!(rows);
+        }
+    }
     let nothing = diagnosis.plan.steps.is_empty();
     // What is put back first must be exact before anything is written.
     let first_refused = rederive.as_ref().and_then(|(_, prepared)| match prepared {
@@ -181,7 +217,9 @@ pub fn run(
     // The bundle names the database file, as `doctor quarantine`'s does.
     let file = db.display().to_string();
     let refusal = basis_refusal(&basis);
-    let target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
+    let mut target = Target::new(db, binding.as_deref(), refusal.as_deref(), req.backup, now);
+    // The state after is judged for the same build.
+    target.rescan.maka = maka;
     let bundles = || BundleTarget::new(&out_dir, &schema, &file, now, &basis);
     let quarantine = QuarantineWrite {
         targets: &targets,
@@ -223,7 +261,7 @@ pub fn run(
     let state = After {
         tool_writes_refused: after.maka_gate.tool_writes_refused,
         startup_blocked: !startup_blockers(after, &applied.archived_after).is_empty()
-            || after.startup.as_ref().is_some_and(|s| !s.opens),
+            || after.startup.as_ref().is_some_and(|s| s.blocked()),
         stuck_runs: after
             .runs
             .iter()

@@ -1,30 +1,22 @@
 //! On every workspace Maka's own test suite wrote (`../shared/maka-tests/`, unpacked
-//! at test time): whether Maka opens it, and the refusal reason, equal what Maka's own
-//! composition said of it (`maka.json`, written by main f19eede03). The scan's
-//! `startup` speaks for the release that wrote the file; where that is not main, its
-//! upgrade preview carries main's verdict (`upgrade.targets[].composition`). Maka's
-//! message is mapped to a reason by the documented mapping
+//! at test time): `--maka main` (the build whose suite wrote them, f19eede03) says
+//! what Maka's own composition said of each (`maka.json`): whether it opens the file,
+//! its error text exactly, and where it opens, whether its strict start-up recovery
+//! completes. Maka's message is also mapped to a reason by the documented mapping
 //! (`wsledger::startup::reasons::reason_for_message`, docs/finding-codes.md).
+//! `maka.json` keeps an error's first 160 characters: a message that long is compared
+//! on those.
 
 mod common;
 
 use common::maka_tests;
 use serde_json::Value;
 use wsledger::scan::pipeline::{scan_path, ScanOptions};
+use wsledger::startup::builds::Maka;
 use wsledger::startup::reasons::reason_for_message;
 
-/// main's verdict in the scan document: `startup` when main wrote the file, else the
-/// upgrade preview's.
-fn mains_verdict(doc: &Value) -> Value {
-    if doc["startup"]["release"] == "main" {
-        return doc["startup"].clone();
-    }
-    doc["upgrade"]["targets"]
-        .as_array()
-        .and_then(|t| t.iter().find(|t| t["release"] == "main"))
-        .map(|t| t["composition"].clone())
-        .unwrap_or(Value::Null)
-}
+/// How many characters of an error `maka.json` keeps.
+const KEPT: usize = 160;
 
 #[test]
 fn whether_maka_opens_each_workspace_and_why_not_are_makas() {
@@ -46,19 +38,35 @@ fn whether_maka_opens_each_workspace_and_why_not_are_makas() {
         });
         let report = scan_path(
             &case.join("runtime.sqlite"),
-            ScanOptions::default(),
+            ScanOptions {
+                maka: Some(Maka::Build("main")),
+                ..ScanOptions::default()
+            },
             &mut |_, _| {},
         )
         .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
         let doc = serde_json::to_value(&report).unwrap();
-        let v = mains_verdict(&doc);
+        let v = &doc["startup"];
+        assert_eq!(v["release"], "main");
         let got_opens = v["opens"].as_bool();
         let got_reason = v["refusal"]["reason"].as_str();
-        if got_opens != Some(want_opens) || got_reason != want_reason {
+        let got_message = v["refusal"]["maka_message"]
+            .as_str()
+            .map(|m| m.chars().take(KEPT).collect::<String>());
+        let want_message = maka["composition"]["error"].as_str().map(str::to_owned);
+        let strict_agrees = !want_opens
+            || v["strict_recovery"]["blocked"].as_bool()
+                == Some(maka["strict_startup"]["ok"] == false);
+        if got_opens != Some(want_opens)
+            || got_reason != want_reason
+            || got_message != want_message
+            || !strict_agrees
+        {
             disagree.push(format!(
-                "{}: Maka {}; wsledger {v}",
+                "{}: Maka {} {}; wsledger {v}",
                 case.display(),
-                maka["composition"]
+                maka["composition"],
+                maka["strict_startup"]
             ));
         }
         // The scan's own start-up verdict and its finding agree.

@@ -94,9 +94,25 @@ fn pi_agent_headers_are_an_upgrade_preview_warning_not_an_error() {
     assert!(!codes.contains(&"session_header_undecodable"), "{codes:?}");
     assert!(!codes.contains(&"run_header_undecodable"), "{codes:?}");
     assert!(codes.contains(&"upgrade_blocks_startup"), "{codes:?}");
+    // Every newer build is previewed; `pi-agent` stops only the builds that dropped it.
     let targets = doc["upgrade"]["targets"].as_array().unwrap();
-    assert_eq!(targets.len(), 2);
-    for t in targets {
+    let names: Vec<&str> = targets
+        .iter()
+        .map(|t| t["release"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["v0.1.6", "v0.1.7", "v0.1.8", "v0.1.9", "v0.1.10", "v0.1.11", "main", "v0.2.0"]
+    );
+    // Maka 0.2 is known from its release notes only: not known, never guessed.
+    assert_eq!(targets[7]["migration"], "not_known");
+    assert!(targets[7]["startup_blocked"].is_null());
+    for t in &targets[..5] {
+        assert_eq!(t["migration"], "migrates");
+        assert_eq!(t["startup_blocked"], false, "{t}");
+        assert_eq!(t["undecodable_headers"], serde_json::json!([]), "{t}");
+    }
+    for t in &targets[5..7] {
         assert_eq!(t["migration"], "migrates");
         assert_eq!(t["startup_blocked"], true, "{t}");
         let headers = t["undecodable_headers"].as_array().unwrap();
@@ -226,8 +242,8 @@ fn no_advice_advises_schema_surgery_or_a_downgrade() {
         altered.push(t);
     }
     let mut rederive_hints = 0;
-    for dir in dirs {
-        let (_, doc) = scan(&dir);
+    for dir in &dirs {
+        let (_, doc) = scan(dir);
         for f in doc["findings"].as_array().unwrap() {
             let hint = f["hint"].as_str().unwrap();
             assert!(!advises_schema_surgery(hint), "{}: {hint}", dir.display());
@@ -248,6 +264,50 @@ fn no_advice_advises_schema_surgery_or_a_downgrade() {
         }
     }
     assert!(rederive_hints >= 3, "{rederive_hints}");
+    // The same under `--maka`: every hint, the plan's start-up words and the table (its
+    // desktop warning, the start-up and "other builds" lines, the `all` rows).
+    let said = |text: &str, what: &str| {
+        assert!(!advises_schema_surgery(text), "{what}: {text}");
+        if text.to_lowercase().contains("upgrad") {
+            assert!(text.contains("one way"), "{what}: {text}");
+        }
+    };
+    for dir in &dirs {
+        let ws = dir.to_str().unwrap();
+        for build in ["v0.1.2", "v0.1.5", "v0.1.6", "v0.1.11", "main"] {
+            let out = wsledger(&[
+                "doctor", "scan", "-w", ws, "--maka", build, "--format", "json",
+            ]);
+            let doc = json(&out.stdout);
+            for f in doc["findings"].as_array().unwrap() {
+                said(f["hint"].as_str().unwrap(), ws);
+            }
+            if let Some(w) = doc["diagnosis"]["plan"]["startup_refused"].as_str() {
+                said(w, ws);
+            }
+            said(&out.stderr, ws);
+        }
+        let all = wsledger(&["doctor", "scan", "-w", ws, "--maka", "all"]);
+        said(&all.stdout, ws);
+        said(&all.stderr, ws);
+    }
+    // Every refusal's advice, for every build judging a file any build wrote, and
+    // every desktop's warning.
+    use wsledger::startup::{builds, desktop_warning, reasons};
+    for r in reasons::REASONS {
+        for m in r.messages {
+            for judged in builds::names() {
+                for writer in builds::names() {
+                    let a = reasons::advice_for(r.code, m, judged, writer);
+                    assert!(!a.is_empty(), "{}", r.code);
+                    said(&a, r.code);
+                }
+            }
+        }
+    }
+    for b in builds::names() {
+        said(&desktop_warning(b, "ws/runtime.sqlite"), b);
+    }
     assert!(advises_schema_surgery(
         "Drop the extra index with the sqlite3 shell"
     ));

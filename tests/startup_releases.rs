@@ -120,7 +120,9 @@ fn every_release_fixture_opens_under_the_release_that_wrote_it() {
         );
         // The newer builds open these healthy-schema files too (migrating them), as
         // measured on the fresh files of the same releases.
-        for t in doc["upgrade"]["targets"].as_array().into_iter().flatten() {
+        let targets = doc["upgrade"]["targets"].as_array().into_iter().flatten();
+        // Maka 0.2 is known from its release notes only: no composition.
+        for t in targets.filter(|t| t["migration"] != "not_known") {
             assert_eq!(t["composition"]["opens"], true, "{}: {t}", dir.display());
         }
     }

@@ -3,24 +3,36 @@
 use clap::Args;
 
 use super::{workspace, CliError, ExitStatus, FormatArg, GlobalArgs, Printer};
-use crate::info::workspace_info;
+use crate::info::workspace_info_as;
 
 /// Show the workspace: database path, schema versions, counts, WAL size, whether
 /// Maka's owner lock is held, whether another process has the database open, whether
-/// the release that wrote it would open it (`doctor scan`'s start-up verdict), and
+/// the release that wrote it (or the build `--maka` names) would open it (`doctor scan`'s
+/// start-up verdict), and
 /// Maka's tool-ledger gate state
 ///
 /// Read-only; the locks are probed, never taken, and nothing is created.
 #[derive(Debug, Args)]
-pub struct InfoArgs {}
+pub struct InfoArgs {
+    #[command(flatten)]
+    pub maka: super::maka_arg::MakaArg,
+}
 
 pub fn run(
     global: &GlobalArgs,
-    _args: &InfoArgs,
+    args: &InfoArgs,
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
+    let maka = args.maka.choice()?;
     let db = workspace::database_path(global.workspace()?)?;
-    let info = workspace_info(&db, &mut |_, _| {})?;
+    let info = workspace_info_as(&db, maka, &mut |_, _| {})?;
+    for w in crate::startup::desktop_warnings(
+        info.startup.as_ref(),
+        info.compatibility.as_deref(),
+        &info.database,
+    ) {
+        printer.warn(&w);
+    }
     let io = |e: std::io::Error| {
         CliError::new(
             format!("writing output: {e}"),

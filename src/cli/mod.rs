@@ -6,6 +6,7 @@ mod excise;
 pub mod explain;
 pub mod finalize;
 mod info;
+mod maka_arg;
 mod printer;
 mod quarantine;
 mod rederive;
@@ -43,6 +44,7 @@ Exit status:
 
 Environment:
   WSLEDGER_WORKSPACE  default for --workspace
+  WSLEDGER_MAKA       default for --maka (doctor scan, doctor repair, info)
   NO_COLOR            disables colour when set and not empty";
 
 /// Doctor and replay tool for the workspace database of the Apache Maka agent runtime.

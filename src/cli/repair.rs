@@ -18,7 +18,13 @@ use crate::report::repair::render_repair;
 /// --apply` does, then rescans and reports what it removed from which conversation,
 /// the gate, start-up and stuck runs. It refuses what those commands refuse, with the
 /// same exit status. Run again, it finds nothing to do.
-pub type RepairArgs = WriteArgs<REPAIR>;
+#[derive(Debug, clap::Args)]
+pub struct RepairArgs {
+    #[command(flatten)]
+    pub write: WriteArgs<REPAIR>,
+    #[command(flatten)]
+    pub maka: super::maka_arg::MakaArg,
+}
 
 pub fn run(
     global: &GlobalArgs,
@@ -26,10 +32,11 @@ pub fn run(
     printer: &mut Printer,
 ) -> Result<ExitStatus, CliError> {
     let (format, db, now) = super::plan_command(global)?;
+    let maka = args.maka.choice()?;
     let shown = global
         .workspace()?
         .map_or_else(|| db.display().to_string(), |p| p.display().to_string());
-    let repaired = crate::repair::run(&db, &shown, &args.options(now), printer)?;
+    let repaired = crate::repair::run_as(&db, &shown, &args.write.options(now), maka, printer)?;
     super::output(render_repair(printer.out(), &repaired, format))?;
     Ok(ExitStatus::Success)
 }

@@ -35,6 +35,10 @@ impl From<SeverityArg> for Severity {
 ///
 /// Read-only: the database and its `-wal` are never changed. The `maka_gate` part of
 /// the report covers the whole file whatever the filters.
+///
+/// Start-up is judged for the Maka build that wrote the file, or the one `--maka` names;
+/// the table says in one line under it where the other builds disagree (`other builds:
+/// …`), and a build whose desktop app deletes the file at start is warned of first.
 #[derive(Debug, Args)]
 pub struct ScanArgs {
     /// Workspaces to scan (directories or database files); default: `--workspace`
@@ -71,6 +75,8 @@ pub struct ScanArgs {
     /// few and a count)
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    #[command(flatten)]
+    pub maka: super::maka_arg::MakaArg,
 }
 
 struct Outcome {
@@ -134,7 +140,8 @@ pub fn run(
         write_expect: args.write_expect.clone(),
         baseline: args.baseline.clone(),
     };
-    let opts = checkup::scan_options(inputs.len(), args.integrity, printer.progress);
+    let mut opts = checkup::scan_options(inputs.len(), args.integrity, printer.progress);
+    opts.maka = args.maka.choice()?;
     let multi = (printer.progress && inputs.len() > 1).then(indicatif::MultiProgress::new);
     let bar = |_: usize| -> Option<indicatif::ProgressBar> {
         if !printer.progress {
@@ -162,7 +169,13 @@ pub fn run(
         .collect();
     let results = checkup::check_all(&resolved, opts, &req, bars);
     let mut outcomes = Vec::new();
-    for (input, (result, notes)) in inputs.iter().zip(results) {
+    for ((input, (_, db)), (result, notes)) in inputs.iter().zip(&resolved).zip(results) {
+        if let (Ok((c, _)), Ok(db)) = (&result, db) {
+            let db = db.display().to_string();
+            for w in crate::report::builds::desktop_warnings(&c.report, &db) {
+                printer.warn(&w);
+            }
+        }
         for n in notes {
             printer.note(&n);
         }

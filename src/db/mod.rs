@@ -33,6 +33,7 @@ pub mod rows;
 pub mod schema;
 pub mod session;
 pub mod startup;
+pub mod tasks;
 pub mod write;
 
 use std::path::{Path, PathBuf};

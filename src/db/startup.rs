@@ -82,6 +82,8 @@ pub struct StartupFacts {
     /// `operational_schema_migrations` as `(scope, version)`; `None`: no such table;
     /// `Some(Err)`: the table exists but Maka's query fails on it.
     pub registry: Option<Result<Vec<(Cell, Cell)>, String>>,
+    /// `runtime_capabilities` as `(capability, version)`, as `registry`.
+    pub capabilities: Option<Result<Vec<(Cell, Cell)>, String>>,
     /// `session_metadata_schema`'s `session_metadata` row: `None` without the table,
     /// `Some(None)` without the row.
     pub session_metadata_version: Option<Option<Cell>>,
@@ -134,17 +136,12 @@ impl Workspace {
             Ok(out)
         };
         if facts.has_table("operational_schema_migrations") {
-            facts.registry = Some(
-                read("SELECT scope, version FROM operational_schema_migrations").map(|rows| {
-                    rows.into_iter()
-                        .map(|mut r| {
-                            let v = r.pop().map(|x| x.1).unwrap_or(Cell::Null);
-                            let s = r.pop().map(|x| x.1).unwrap_or(Cell::Null);
-                            (s, v)
-                        })
-                        .collect()
-                }),
-            );
+            facts.registry =
+                Some(read("SELECT scope, version FROM operational_schema_migrations").map(pairs));
+        }
+        if facts.has_table("runtime_capabilities") {
+            facts.capabilities =
+                Some(read("SELECT capability, version FROM runtime_capabilities").map(pairs));
         }
         if facts.has_table("session_metadata_schema") {
             let row = read(
@@ -211,6 +208,17 @@ impl Workspace {
     }
 }
 
+/// Two-column rows as pairs.
+fn pairs(rows: Vec<LegacyRow>) -> Vec<(Cell, Cell)> {
+    rows.into_iter()
+        .map(|mut r| {
+            let v = r.pop().map(|x| x.1).unwrap_or(Cell::Null);
+            let s = r.pop().map(|x| x.1).unwrap_or(Cell::Null);
+            (s, v)
+        })
+        .collect()
+}
+
 impl StartupFacts {
     /// The facts of a file with exactly these schema facts, its session-metadata schema
     /// row at the registry's `session_metadata` version and every legacy table empty:
@@ -227,6 +235,12 @@ impl StartupFacts {
             f.registry = Some(Ok(reg
                 .iter()
                 .map(|(s, v)| (Cell::Text(s.clone()), Cell::Integer(*v)))
+                .collect()));
+        }
+        if let Some(caps) = &schema.capabilities {
+            f.capabilities = Some(Ok(caps
+                .iter()
+                .map(|(c, v)| (Cell::Text(c.clone()), Cell::Integer(*v)))
                 .collect()));
         }
         if f.has_table("session_metadata_schema") {

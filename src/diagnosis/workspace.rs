@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::db::quarantine::JournalByEvent;
 use crate::db::{DbError, Workspace};
 use crate::finalize::planning::{plan_finalize_on, PlanUse};
+use crate::quarantine::startup_blockers;
 use crate::scan::ScanReport;
 
 /// Diagnoses a scanned workspace: reads what [`crate::diagnosis::diagnose`] needs
@@ -105,7 +106,14 @@ pub fn diagnose_workspace_with(
         let rederive = crate::rederive::plan_on(ws, report)?;
         amend_for_rederive(&mut d, &rederive, shown);
         if let Some(s) = &report.startup {
-            amend_for_startup(&mut d, s, &rederive);
+            let writer_blockers = startup_blockers(report, &archived);
+            amend_for_startup(
+                &mut d,
+                s,
+                &rederive,
+                &report.workspace_release.rules,
+                &writer_blockers,
+            );
         }
         Ok((d, finalize))
     })
@@ -150,19 +158,40 @@ fn amend_for_rederive(
 
 /// The diagnosis when Maka would not start for a reason the scan's runs do not show
 /// (issue notes, 38): `startup_blocked` counts the composition's refusal. Without a
-/// `rederive` step no step changes it, and the plan says so and what to do (and why
-/// what is missing cannot be put back, when something is); with one, the steps
-/// before it leave it refused.
+/// `rederive` step that fixes it no step changes it, and the plan says so and what to
+/// do (and why what is missing cannot be put back, when something is); with one, the
+/// steps before it leave it refused. A `rederive` step puts back the writer's objects,
+/// so it fixes only the writer's own refusal, not another build's (`--maka`).
+/// Under `--maka`, the judged build's strict recovery may also stop on what only it
+/// cannot read (a header of a shape it does not know), which no step changes.
 fn amend_for_startup(
     d: &mut crate::diagnosis::Diagnosis,
     s: &crate::startup::Startup,
     rederive: &crate::rederive::Outcome,
+    writer: &str,
+    writer_blockers: &[(String, String, &'static str)],
 ) {
     if s.opens {
+        if s.strict_recovery.blocked {
+            d.before.startup_blocked = true;
+            let own = |b: &crate::startup::Blocker| {
+                writer_blockers
+                    .iter()
+                    .any(|(x, r, c)| *x == b.session_id && *r == b.run_id && *c == b.code)
+            };
+            if s.strict_recovery.blockers.iter().any(|b| !own(b)) {
+                d.after.startup_blocked = true;
+            }
+        }
         return;
     }
     d.before.startup_blocked = true;
-    let at = d.plan.steps.iter().position(|s| s.action == "rederive");
+    let at = d
+        .plan
+        .steps
+        .iter()
+        .position(|s| s.action == "rederive")
+        .filter(|_| s.release == crate::startup::writer_release(writer));
     let before = at.unwrap_or(d.plan.steps.len());
     for step in &mut d.plan.steps[..before] {
         step.fixes = format!("{}; {}", step.fixes, crate::startup::STAYS_REFUSED);
@@ -178,7 +207,7 @@ fn amend_for_startup(
         )),
         _ => None,
     };
-    d.plan.startup_refused = crate::startup::plan_words_with(s, cannot);
+    d.plan.startup_refused = crate::startup::plan_words_with(s, writer, cannot);
 }
 
 type SetAside = std::collections::BTreeMap<String, Vec<(String, usize)>>;

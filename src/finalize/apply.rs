@@ -54,7 +54,12 @@ pub fn run(
     }
     let before = planning.report;
     // Finalizing closes runs; it never makes Maka open a file it refuses.
-    if let Some(words) = before.startup.as_ref().and_then(crate::startup::plan_words) {
+    let writer = &before.workspace_release.rules;
+    if let Some(words) = before
+        .startup
+        .as_ref()
+        .and_then(|s| crate::startup::plan_words(s, writer))
+    {
         notes.note(&words);
     }
     let mut footer = Vec::new();

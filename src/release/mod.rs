@@ -14,6 +14,7 @@
 pub mod advice;
 pub mod compat;
 pub mod derived;
+pub mod maka02;
 pub mod repair_basis;
 pub mod rules;
 pub mod upgrade;

@@ -3,8 +3,8 @@
 
 use super::{release_rank, Generation, Rules};
 
-/// The builds the upgrade preview speaks for: the newest release (what users get) and
-/// main (issue notes, 34).
+/// The builds the upgrade findings speak for: the newest release (what users get) and
+/// main (issue notes, 34). The preview itself lists every newer build.
 pub const TARGETS: &[&str] = &["v0.1.11", "main"];
 
 /// Objects that v0.1.2 and v0.1.3 leave behind and that a later release refuses to
@@ -32,9 +32,10 @@ const LEGACY_OBJECTS: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// The targets newer than generation `g`.
+/// Every catalogued build newer than generation `g`, oldest first (the upgrade
+/// preview's targets).
 pub fn targets_for(g: &Generation) -> Vec<&'static str> {
-    TARGETS
+    super::RELEASES
         .iter()
         .copied()
         .filter(|t| release_rank(t).is_some_and(|r| r > g.rank()))
@@ -90,7 +91,7 @@ mod tests {
     fn targets_are_the_newer_builds() {
         assert_eq!(
             targets_for(generation_of("v0.1.5").unwrap()),
-            ["v0.1.11", "main"]
+            ["v0.1.6", "v0.1.7", "v0.1.8", "v0.1.9", "v0.1.10", "v0.1.11", "main"]
         );
         assert_eq!(targets_for(generation_of("v0.1.11").unwrap()), ["main"]);
         assert!(targets_for(generation_of("main").unwrap()).is_empty());

@@ -75,6 +75,13 @@ pub fn render_info_table(out: &mut dyn Write, info: &InfoReport) -> std::io::Res
                 .as_ref()
                 .map_or("not judged".into(), |s| sanitize(&s.verdict())),
         ),
+        (
+            "other builds",
+            super::builds::other_builds_line(info.startup.as_ref(), &info.other_builds)
+                .as_deref()
+                .and_then(|l| l.strip_prefix("other builds: "))
+                .map_or("agree".into(), sanitize),
+        ),
         ("maka gate", gate),
         (
             "findings",
@@ -84,5 +91,18 @@ pub fn render_info_table(out: &mut dyn Write, info: &InfoReport) -> std::io::Res
     for (k, v) in rows {
         t.add_row(vec![k.to_owned(), v]);
     }
-    writeln!(out, "{t}")
+    let warnings = crate::startup::desktop_warnings(
+        info.startup.as_ref(),
+        info.compatibility.as_deref(),
+        &info.database,
+    );
+    // A desktop that deletes the file is said before anything else.
+    for w in &warnings {
+        writeln!(out, "WARNING: {}", sanitize(w))?;
+    }
+    writeln!(out, "{t}")?;
+    if let Some(rows) = &info.compatibility {
+        super::builds::render_compatibility(out, rows)?;
+    }
+    Ok(())
 }

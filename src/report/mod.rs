@@ -1,6 +1,7 @@
 //! Rendering of computed values. No computation of findings here, no I/O beyond the
 //! writer it is handed.
 
+pub mod builds;
 pub mod bundle;
 pub mod diagnosis;
 pub mod excise;

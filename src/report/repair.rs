@@ -33,11 +33,18 @@ pub fn render_repair(
         return write_doc(out, doc, format);
     }
     {
-        writeln!(
-            out,
-            "workspace: {}",
-            sanitize(doc["workspace"].as_str().unwrap_or(""))
-        )?;
+        let workspace = doc["workspace"].as_str().unwrap_or("");
+        // Under `--maka`: a desktop that deletes the file is said before anything else.
+        let judged = match doc["compatibility"].as_array() {
+            Some(rows) => rows.iter().collect::<Vec<_>>(),
+            None => vec![&doc["startup"]],
+        };
+        for s in judged.into_iter().filter(|s| s["desktop_deletes"] == true) {
+            let build = s["release"].as_str().unwrap_or("");
+            let w = crate::startup::desktop_warning(build, workspace);
+            writeln!(out, "WARNING: {}", sanitize(&w))?;
+        }
+        writeln!(out, "workspace: {}", sanitize(workspace))?;
         render_diagnosis(out, diagnosis)?;
         if doc["applied"] == true {
             writeln!(out, "carried out:")?;

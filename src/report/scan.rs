@@ -191,10 +191,22 @@ fn render_table(
     opts: &RenderOpts,
 ) -> io::Result<()> {
     let report = parts.report;
+    // A desktop that deletes the file is said before anything else.
+    for w in super::builds::desktop_warnings(report, path) {
+        writeln!(out, "WARNING: {}", sanitize(&w))?;
+    }
     writeln!(out, "workspace: {}", sanitize(path))?;
     writeln!(out, "release: {}", report.workspace_release.describe())?;
     if let Some(s) = &report.startup {
         writeln!(out, "{}", sanitize(&s.line()))?;
+    }
+    if let Some(line) =
+        super::builds::other_builds_line(report.startup.as_ref(), &report.other_builds)
+    {
+        writeln!(out, "{}", sanitize(&line))?;
+    }
+    if let Some(rows) = &report.compatibility {
+        super::builds::render_compatibility(out, rows)?;
     }
     if !report.findings.is_empty() {
         let mut table = Table::new();
@@ -322,31 +334,8 @@ fn render_table(
         writeln!(out, "maka gate: tool writes accepted")?;
     }
     if let Some(p) = &report.upgrade {
-        for t in &p.targets {
-            let verdict = match t.migration.as_str() {
-                "refuses" => match t.composition.as_ref().and_then(|c| c.refusal.as_ref()) {
-                    Some(r) => format!(
-                        "refuses to open this file ({}, store {}), leaving it as it is",
-                        r.reason, r.store
-                    ),
-                    None => "refuses to migrate this file".to_owned(),
-                },
-                "not_measured" => "migration not measured for this release's file".to_owned(),
-                _ => format!(
-                    "start-up {}, tool writes {}",
-                    if t.startup_blocked { "BLOCKED" } else { "ok" },
-                    if t.tool_writes_refused {
-                        "REFUSED"
-                    } else {
-                        "accepted"
-                    }
-                ),
-            };
-            writeln!(
-                out,
-                "after upgrading to {} (migrates one way): {verdict}",
-                t.release
-            )?;
+        for line in super::builds::upgrade_lines(p) {
+            writeln!(out, "{}", sanitize(&line))?;
         }
     }
     if let Some(d) = parts.diagnosis {

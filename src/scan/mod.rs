@@ -18,6 +18,7 @@
 //! reconciled at the end; headers without events are found by count, then by key, and
 //! stored operations no dispatch explains likewise (see `dispatched_rows_explained`).
 
+pub mod builds;
 pub mod listed;
 pub mod pipeline;
 pub mod projection;

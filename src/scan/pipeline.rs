@@ -29,6 +29,9 @@ pub struct ScanOptions {
     /// Judge the file with these release rules instead of those of the release that
     /// wrote it (the upgrade preview).
     pub rules: Option<crate::release::Rules>,
+    /// `--maka`: whose start-up `startup` speaks for (default: the writer's), or every
+    /// catalogued build's as well (`compatibility`).
+    pub maka: Option<crate::startup::builds::Maka>,
 }
 
 /// Batches at the decoder at once by default. The reading thread is the busier one
@@ -534,19 +537,10 @@ pub fn scan_workspace(
     let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
     let facts = ws.startup_facts()?;
     if opts.rules.is_none() {
-        if let Some(preview) = super::release::upgrade_preview(ws, opts, &report, &facts)? {
-            let writer_refuses = report.maka_gate.tool_writes_refused;
-            report
-                .findings
-                .extend(crate::scan::release::upgrade_findings(
-                    &preview,
-                    writer_refuses,
-                ));
-            report.upgrade = Some(preview);
-            report.recount();
-        }
+        super::startup::attach_builds(ws, opts, &mut report, &facts)?;
+    } else {
+        super::startup::attach_startup(ws, &mut report, &facts)?;
     }
-    super::startup::attach_startup(ws, &mut report, &facts)?;
     Ok(report)
 }
 

@@ -3,11 +3,7 @@
 
 use serde::Serialize;
 
-use std::collections::BTreeSet;
-
-use super::pipeline::{scan_workspace_without, ScanOptions};
-use super::ScanReport;
-use crate::db::{DbError, SchemaFacts, Workspace};
+use crate::db::SchemaFacts;
 use crate::findings::Finding;
 use crate::release::{self, advice, Generation, Recognition};
 
@@ -175,22 +171,33 @@ pub struct UpgradePreview {
 /// One newer build's verdict on the migrated file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UpgradeTarget {
-    /// `v0.1.11` (as released) or `main`.
+    /// A catalogued build newer than the file's generation (`v0.1.11` is as released).
     pub release: String,
     /// `migrates`, `refuses` (the build leaves the file untouched and does not start
-    /// on it) or `not_measured` (v0.1.0 and v0.1.1 opt-in files).
+    /// on it), `not_measured` (v0.1.0 and v0.1.1 opt-in files) or `not_known` (Maka
+    /// 0.2, known from its release notes only).
     pub migration: String,
     pub refusal: Option<String>,
     /// Its start-up would stop (a header it cannot decode, or a run the writer's
-    /// start-up already stops on).
-    pub startup_blocked: bool,
-    /// Its tool-ledger gate would refuse every tool-bearing write.
-    pub tool_writes_refused: bool,
+    /// start-up already stops on); `null`: not known.
+    pub startup_blocked: Option<bool>,
+    /// Its tool-ledger gate would refuse every tool-bearing write; `null`: not known.
+    pub tool_writes_refused: Option<bool>,
     /// Headers the writer reads and this build cannot.
     pub undecodable_headers: Vec<UpgradeHeader>,
+    /// This build's desktop app deletes the file when it starts (v0.1.5 and v0.1.6);
+    /// `null`: not known.
+    pub desktop_deletes: Option<bool>,
     /// What this build's workspace composition does when it opens the file (see
-    /// `crate::startup`).
+    /// `crate::startup`); `null` where not known.
     pub composition: Option<crate::startup::Verdict>,
+    /// Maka 0.2: what its release notes say opening the file does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub consequences: Vec<String>,
+    /// Maka 0.2: the unfinished tasks its Task Ledger retirement deletes, counted from
+    /// the file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unfinished_tasks: Option<crate::release::maka02::UnfinishedTasks>,
 }
 
 /// A run or session header a newer build cannot decode.
@@ -202,10 +209,39 @@ pub struct UpgradeHeader {
     pub message: String,
 }
 
-/// The findings of an upgrade preview: warnings, each naming the build.
+/// The findings of an upgrade preview: warnings, each naming the build. They speak for
+/// the builds users upgrade to (`upgrade::TARGETS`: v0.1.11 as released, and main); the
+/// other targets are in the preview itself.
 pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) -> Vec<Finding> {
     let mut out = Vec::new();
-    for t in &p.targets {
+    let tasks = p
+        .targets
+        .iter()
+        .filter_map(|t| t.unfinished_tasks.as_ref().map(|u| (&t.release, u)))
+        .find(|(_, u)| u.total > 0);
+    if let Some((release, u)) = tasks {
+        let mut f = Finding::new(
+            "upgrade_deletes_tasks",
+            format!(
+                "Maka {release}, by its release notes, deletes {} unfinished task(s) in {} \
+                 conversation(s) of this file when it first opens it (it retires the Task \
+                 Ledger and does not migrate unfinished tasks)",
+                u.total,
+                u.sessions.len()
+            ),
+        )
+        .with_detail(serde_json::json!({"release": release, "unfinished_tasks": u}));
+        f.hint = format!(
+            "Before opening the workspace with Maka {release}, finish or export those tasks \
+             with the Maka you use now, or copy the workspace folder aside: only a copy made \
+             before keeps them. {}",
+            advice::ONE_WAY
+        );
+        out.push(f);
+    }
+    let headline =
+        |t: &&UpgradeTarget| crate::release::upgrade::TARGETS.contains(&t.release.as_str());
+    for t in p.targets.iter().filter(headline) {
         if let Some(why) = &t.refusal {
             let mut f = Finding::new("upgrade_migration_refused", why.clone());
             f.hint = format!(
@@ -232,7 +268,7 @@ pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) ->
             }
             out.push(f);
         }
-        if t.tool_writes_refused && !writer_refuses_tool_writes {
+        if t.tool_writes_refused == Some(true) && !writer_refuses_tool_writes {
             out.push(Finding::new(
                 "upgrade_refuses_tool_writes",
                 format!(
@@ -246,124 +282,80 @@ pub fn upgrade_findings(p: &UpgradePreview, writer_refuses_tool_writes: bool) ->
     out
 }
 
-/// What the newer Maka builds will say of this file once they have migrated it: the
-/// headers they can no longer decode (re-read under their rules), and their gate (the
-/// decoder only grew, so it refuses exactly where the writer's does, unless the
-/// writer's refusal comes from a rule the newer build relaxed: then the file is scanned
-/// again under the newer rules).
+/// What each newer Maka build will say of this file once it has migrated it, from the
+/// builds' judgements (`super::builds`): its composition first; where that opens, the
+/// measured refusals of v0.1.2 and v0.1.3 leftovers; then the headers it can no longer
+/// decode, its strict recovery and its gate.
 pub fn upgrade_preview(
-    ws: &Workspace,
-    opts: ScanOptions,
-    report: &ScanReport,
-    facts: &crate::db::startup::StartupFacts,
-) -> Result<Option<UpgradePreview>, DbError> {
+    g: &Generation,
+    schema: &SchemaFacts,
+    judged: &[super::builds::Judged],
+    tasks: crate::release::maka02::UnfinishedTasks,
+) -> UpgradePreview {
     use crate::release::upgrade;
-    let schema = ws.schema_facts()?;
-    let recognition = crate::release::recognize(&schema);
-    let g = recognition.generation;
-    let targets = upgrade::targets_for(g);
-    if targets.is_empty() {
-        return Ok(None);
-    }
-    let writer = recognition.rules();
-    let has = |t: &str| schema.tables.iter().any(|x| x == t);
-    let writer_blocked = !super::startup::startup_blockers(report, &BTreeSet::new()).is_empty()
-        || report
-            .findings
-            .iter()
-            .any(|f| f.code == "session_header_undecodable");
     let mut out = Vec::new();
-    for target in targets {
-        // The build's own composition checks (`crate::startup`) come first.
-        let composition = crate::startup::verdict(facts, target);
+    for target in upgrade::targets_for(g) {
+        let Some(j) = judged.iter().find(|j| j.build == target) else {
+            continue;
+        };
+        let composition = Some(j.verdict.clone());
         // The build's own composition refuses first; only then does it matter whether
         // its migration was measured and refuses.
-        let refusal = composition
-            .as_ref()
-            .and_then(crate::startup::upgrade_refusal);
-        if refusal.is_none() && !upgrade::migration_measured(g) {
-            out.push(UpgradeTarget {
-                release: target.to_owned(),
-                migration: "not_measured".into(),
-                refusal: None,
-                startup_blocked: false,
-                tool_writes_refused: report.maka_gate.tool_writes_refused,
-                undecodable_headers: Vec::new(),
-                composition,
-            });
-            continue;
-        }
-        if let Some(why) = refusal.or_else(|| {
-            upgrade::migration_refusal(target, schema.objects.iter().map(|o| o.key.as_str()))
-        }) {
-            out.push(UpgradeTarget {
-                release: target.to_owned(),
-                migration: "refuses".into(),
-                refusal: Some(why),
-                startup_blocked: true,
-                tool_writes_refused: false,
-                undecodable_headers: Vec::new(),
-                composition,
-            });
-            continue;
-        }
-        let rules = upgrade::target_rules(target);
-        let mut bad = Vec::new();
-        if has("session_metadata") {
-            ws.for_each_session_header(|row| {
-                use crate::session_header::check_session_header;
-                if check_session_header(&row, &writer.header).is_err() {
-                    return;
-                }
-                if let Err(why) = check_session_header(&row, &rules.header) {
-                    bad.push(UpgradeHeader {
-                        session_id: row.session_id.clone(),
-                        run_id: None,
-                        message: why,
-                    });
-                }
-            })?;
-        }
-        if has("core_agent_runs") {
-            ws.for_each_header_row(|row, keys_ok| {
-                use crate::header::decode_header_as;
-                let (rec, s, r) = (&row.record_json, &row.session_id, &row.run_id);
-                if !keys_ok || decode_header_as(rec, s, r, &writer.header).is_err() {
-                    return;
-                }
-                if let Err(why) = decode_header_as(rec, s, r, &rules.header) {
-                    bad.push(UpgradeHeader {
-                        session_id: s.clone(),
-                        run_id: Some(r.clone()),
-                        message: why,
-                    });
-                }
-            })?;
-        }
-        let relaxed = rules.decoder != writer.decoder
-            || rules.dispatch_parent_refs != writer.dispatch_parent_refs;
-        let tool_writes_refused = if report.maka_gate.tool_writes_refused && relaxed {
-            let again = ScanOptions {
-                rules: Some(rules),
-                ..opts
-            };
-            scan_workspace_without(ws, again, &BTreeSet::new(), &mut |_, _| {})?
-                .maka_gate
-                .tool_writes_refused
-        } else {
-            report.maka_gate.tool_writes_refused
-        };
-        out.push(UpgradeTarget {
+        let refusal = crate::startup::upgrade_refusal(&j.verdict);
+        let mut t = UpgradeTarget {
             release: target.to_owned(),
             migration: "migrates".into(),
             refusal: None,
-            startup_blocked: writer_blocked || !bad.is_empty(),
-            tool_writes_refused,
-            undecodable_headers: bad,
+            startup_blocked: Some(false),
+            tool_writes_refused: Some(j.tool_writes_refused),
+            undecodable_headers: Vec::new(),
+            desktop_deletes: Some(j.desktop_deletes),
             composition,
-        });
+            consequences: Vec::new(),
+            unfinished_tasks: None,
+        };
+        if refusal.is_none() && !upgrade::migration_measured(g) {
+            t.migration = "not_measured".into();
+            out.push(t);
+            continue;
+        }
+        let keys = schema.objects.iter().map(|o| o.key.as_str());
+        if let Some(why) = refusal.or_else(|| upgrade::migration_refusal(target, keys)) {
+            t.migration = "refuses".into();
+            t.refusal = Some(why);
+            t.startup_blocked = Some(true);
+            t.tool_writes_refused = Some(false);
+            out.push(t);
+            continue;
+        }
+        t.startup_blocked = Some(!j.blockers.is_empty());
+        t.undecodable_headers = j.undecodable_headers.clone();
+        out.push(t);
     }
-    Ok(Some(UpgradePreview { targets: out }))
+    out.push(maka02_target(tasks));
+    UpgradePreview { targets: out }
+}
+
+/// Maka 0.2: newer than every catalogued build, known from its release notes only. Its
+/// start-up, gate and desktop are not known; its consequences are the notes', counted
+/// from the file.
+fn maka02_target(tasks: crate::release::maka02::UnfinishedTasks) -> UpgradeTarget {
+    use crate::release::maka02;
+    UpgradeTarget {
+        release: maka02::RELEASE.to_owned(),
+        migration: "not_known".into(),
+        refusal: None,
+        startup_blocked: None,
+        tool_writes_refused: None,
+        undecodable_headers: Vec::new(),
+        desktop_deletes: None,
+        composition: None,
+        consequences: maka02::CONSEQUENCES
+            .iter()
+            .map(|c| (*c).to_owned())
+            .collect(),
+        unfinished_tasks: Some(tasks),
+    }
 }
 
 #[cfg(test)]

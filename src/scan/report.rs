@@ -109,8 +109,15 @@ pub struct ScanReport {
     /// for a file of main's generation).
     pub upgrade: Option<super::release::UpgradePreview>,
     /// Will Maka open this file, and does its strict start-up recovery complete (set by
-    /// `doctor scan`; see `crate::startup`).
+    /// `doctor scan`; see `crate::startup`): the writer's, or the build `--maka` names.
     pub startup: Option<crate::startup::Startup>,
+    /// `--maka all`: the same object for every catalogued build, oldest first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compatibility: Option<Vec<crate::startup::Startup>>,
+    /// Every catalogued build's composition (strict recovery judged only for the builds
+    /// above and the upgrade preview's): the table's "other builds" line.
+    #[serde(skip)]
+    pub other_builds: Vec<crate::startup::Startup>,
     pub maka_gate: MakaGate,
     pub findings: Vec<Finding>,
     pub supersession: Vec<SupersessionGroup>,
@@ -284,6 +291,8 @@ pub(super) fn build(
         workspace_release: WorkspaceRelease::of(&recognition, tables.schema.user_version),
         upgrade: None,
         startup: None,
+        compatibility: None,
+        other_builds: Vec::new(),
         maka_gate,
         findings,
         supersession,

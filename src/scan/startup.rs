@@ -5,6 +5,7 @@
 
 use std::collections::BTreeSet;
 
+use super::pipeline::ScanOptions;
 use super::runs::{RunReport, RunState};
 use super::{ScanReport, WORKSPACE_AUTHORITY_SESSION};
 use crate::db::startup::StartupFacts;
@@ -17,6 +18,9 @@ pub fn startup_code(run: &RunReport) -> Option<&'static str> {
         return None;
     }
     let code = match run.state {
+        // Strict recovery reads the runs it lists from their headers: events without a
+        // header are never read, however they decode.
+        RunState::Unreadable if run.header_status.is_none() => return None,
         RunState::Unreadable => "run_unreadable",
         RunState::Ambiguous => "ambiguous_terminals",
         RunState::TerminalWithoutStatus => "terminal_without_status",
@@ -102,7 +106,7 @@ pub fn startup_blockers(
 /// Sets `startup` (`crate::startup`: the writing release's composition, then what the
 /// scan found about strict start-up recovery) and, when Maka refuses the file, its
 /// `startup_refused` finding first, without the findings that only restate a missing
-/// table.
+/// table. For a scan under rules of its own (no other build is judged).
 pub(super) fn attach_startup(
     ws: &Workspace,
     report: &mut ScanReport,
@@ -126,14 +130,116 @@ pub(super) fn attach_startup(
             code: code.to_owned(),
         })
         .collect();
-    let dropped = startup::drop_restated(&mut report.findings, facts, &verdict);
-    let refusal = startup::refusal_finding(&verdict);
+    let deletes = startup::builds::desktop_deletes(facts, release);
+    set_startup(report, facts, &verdict, blockers, deletes);
+    Ok(())
+}
+
+/// Sets `startup` to the judged build's and, when it refuses the file, puts its
+/// `startup_refused` finding first and drops the findings that only restate it.
+fn set_startup(
+    report: &mut ScanReport,
+    facts: &StartupFacts,
+    verdict: &crate::startup::Verdict,
+    blockers: Vec<crate::startup::Blocker>,
+    desktop_deletes: bool,
+) {
+    use crate::startup;
+    let writer = startup::writer_release(&report.workspace_release.rules);
+    let dropped = startup::drop_restated(&mut report.findings, facts, verdict);
+    let refusal = startup::refusal_finding(verdict, writer);
     if let Some(f) = &refusal {
         report.findings.insert(0, f.clone());
     }
     if dropped > 0 || refusal.is_some() {
         report.recount();
     }
-    report.startup = Some(startup::Startup::new(verdict, blockers));
+    report.startup = Some(startup::Startup::new(
+        verdict.clone(),
+        blockers,
+        desktop_deletes,
+    ));
+}
+
+/// Judges the builds the scan speaks for, once: the one `startup` is for (`--maka`, by
+/// default the writer), every catalogued build under `--maka all` (`compatibility`),
+/// and every newer one (the upgrade preview); the compositions of the others only
+/// (the table's "other builds" line).
+pub(super) fn attach_builds(
+    ws: &Workspace,
+    opts: ScanOptions,
+    report: &mut ScanReport,
+    facts: &StartupFacts,
+) -> Result<(), DbError> {
+    use crate::release::{upgrade, RELEASES};
+    use crate::startup::builds::Maka;
+    let schema = ws.schema_facts()?;
+    let recognition = crate::release::recognize(&schema);
+    let g = recognition.generation;
+    let writer = crate::startup::writer_release(&report.workspace_release.rules);
+    let judged_build = match opts.maka {
+        Some(Maka::Build(b)) => b,
+        _ => writer,
+    };
+    let all = opts.maka == Some(Maka::All);
+    let newer = upgrade::targets_for(g);
+    let mut wanted: Vec<&'static str> = vec![judged_build];
+    for b in RELEASES.iter().copied().filter(|_| all).chain(newer) {
+        if !wanted.contains(&b) {
+            wanted.push(b);
+        }
+    }
+    let judged = super::builds::judge_builds(
+        ws,
+        opts,
+        report,
+        facts,
+        &wanted,
+        g.rank(),
+        recognition.rules(),
+    )?;
+    let mut tasks = crate::release::maka02::TaskCount::default();
+    ws.for_each_task_event(|s, record| tasks.add(s, record))?;
+    let preview = super::release::upgrade_preview(g, &schema, &judged, tasks.finish());
+    let writer_refuses = report.maka_gate.tool_writes_refused;
+    report
+        .findings
+        .extend(super::release::upgrade_findings(&preview, writer_refuses));
+    report.upgrade = Some(preview);
+    report.recount();
+    let Some(mine) = judged.iter().find(|j| j.build == judged_build) else {
+        return Ok(());
+    };
+    if let (true, Some(gate)) = (mine.verdict.opens, &mine.gate) {
+        // The gate of the build judged, where its rules read the log otherwise.
+        report.maka_gate = gate.clone();
+    }
+    set_startup(
+        report,
+        facts,
+        &mine.verdict,
+        mine.blockers.clone(),
+        mine.desktop_deletes,
+    );
+    if all {
+        report.compatibility = Some(
+            RELEASES
+                .iter()
+                .filter_map(|b| judged.iter().find(|j| j.build == *b))
+                .map(super::builds::Judged::startup)
+                .collect(),
+        );
+    }
+    // The other builds' compositions, for the one line that says where they differ.
+    report.other_builds = RELEASES
+        .iter()
+        .filter_map(|b| match judged.iter().find(|j| j.build == *b) {
+            Some(j) => Some(j.startup()),
+            None => crate::startup::verdict(facts, b).map(|v| {
+                let deletes = crate::startup::builds::desktop_deletes(facts, b);
+                crate::startup::Startup::new(v, Vec::new(), deletes)
+            }),
+        })
+        .collect();
     Ok(())
 }

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::legacy;
+use super::runtime_steps;
 use super::{Migration, Refusal, Verdict};
 use crate::db::startup::{Cell, StartupFacts};
 use crate::release::{catalog, generation_of, release_rank};
@@ -167,6 +168,12 @@ impl Composition {
             Family::PerStore | Family::Prechecked => self.per_store(f),
             Family::TargetSchema => self.target_schema(f),
         };
+        // Open, the composition's runtime store checks its capabilities last.
+        if v.opens {
+            if let Some(x) = runtime_steps::capability_refusal(f, self.release, self.runtime) {
+                v = Verdict::refuses(self.release, x);
+            }
+        }
         v.not_modelled = match self.release {
             "v0.1.0" | "v0.1.1" => Some(
                 "this release reads the file only in its opt-in SQLite mode, beside \
@@ -202,6 +209,9 @@ impl Composition {
         }
         let mut m = Vec::new();
         if uv < self.runtime {
+            if let Some(x) = runtime_steps::migration_failure(f, self.release, self.runtime) {
+                return Verdict::refuses(self.release, x);
+            }
             m.push(step("runtime", Some(uv), Some(self.runtime)));
         }
         Verdict::opens(self.release, m)
@@ -268,6 +278,9 @@ impl Composition {
             );
         }
         if uv < self.runtime {
+            if let Some(x) = runtime_steps::migration_failure(f, r, self.runtime) {
+                return Verdict::refuses(r, x);
+            }
             m.push(step("runtime", Some(uv), Some(self.runtime)));
         }
         match session_metadata_version(f) {
@@ -474,6 +487,11 @@ impl Composition {
         // The migration, in the release's order.
         if let Some(x) = legacy::plan_scheduled_tasks(f, &versions) {
             return Verdict::refuses(r, x);
+        }
+        if uv < self.runtime {
+            if let Some(x) = runtime_steps::migration_failure(f, r, self.runtime) {
+                return Verdict::refuses(r, x);
+            }
         }
         let migrating = |store: &str| -> bool {
             match store {

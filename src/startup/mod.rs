@@ -9,9 +9,11 @@
 //! versions, target objects) plus the named switches of [`Composition`]. Pure: the facts
 //! come from `db::startup`.
 
+pub mod builds;
 mod compose;
 mod legacy;
 pub mod reasons;
+mod runtime_steps;
 
 use serde::Serialize;
 
@@ -136,28 +138,34 @@ pub struct StrictRecovery {
     pub blockers: Vec<Blocker>,
 }
 
-/// The scan's top-level `startup` object.
+/// The scan's top-level `startup` object (and each row of `compatibility`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Startup {
-    /// The release whose start-up this is (the one whose rules the scan applies).
+    /// The build whose start-up this is: by default the release whose rules the scan
+    /// applies (the writer), else the one `--maka` names.
     pub release: String,
     pub opens: bool,
     pub migrations: Vec<Migration>,
     pub refusal: Option<Refusal>,
+    /// That build's desktop app deletes the database when it starts (v0.1.5, v0.1.6 and
+    /// cef8c44d8, on any file whose versions are not exactly theirs).
+    pub desktop_deletes: bool,
     pub strict_recovery: StrictRecovery,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_modelled: Option<String>,
 }
 
 impl Startup {
-    /// From the writing release's verdict and what the scan found about recovery.
-    pub fn new(v: Verdict, blockers: Vec<Blocker>) -> Startup {
+    /// From a build's verdict, whether its desktop deletes the file, and what the scan
+    /// found about its strict recovery.
+    pub fn new(v: Verdict, blockers: Vec<Blocker>, desktop_deletes: bool) -> Startup {
         let runs = v.opens;
         Startup {
             release: v.release,
             opens: v.opens,
             migrations: v.migrations,
             refusal: v.refusal,
+            desktop_deletes,
             strict_recovery: StrictRecovery {
                 runs,
                 blocked: runs && !blockers.is_empty(),
@@ -186,11 +194,18 @@ impl Startup {
     }
 
     fn verdict_words(&self) -> String {
-        let who = if self.release == "main" {
-            "a Maka main-branch build".to_owned()
-        } else {
-            format!("Maka {}", self.release)
-        };
+        let who = who(&self.release);
+        let mut words = self.composition_words(&who);
+        if self.desktop_deletes {
+            words.push_str(&format!(
+                "; its DESKTOP app DELETES this file when it starts ({})",
+                desktop_why(&self.release)
+            ));
+        }
+        words
+    }
+
+    fn composition_words(&self, who: &str) -> String {
         if let Some(r) = &self.refusal {
             return format!(
                 "REFUSED: {who} does not open this file ({}, store {}): \"{}\"",
@@ -215,23 +230,77 @@ impl Startup {
 }
 
 /// What `release` does when it opens a file with these facts (`None` for a release the
-/// catalog does not know).
+/// catalog does not know). `cef8c44d8` is judged as v0.1.5, under its own name.
 pub fn verdict(facts: &StartupFacts, release: &str) -> Option<Verdict> {
-    composition_of(release).map(|c| c.judge(facts))
+    let build = builds::build(release)?;
+    let mut v = composition_of(builds::rules_of(build))?.judge(facts);
+    v.release = build.to_owned();
+    Some(v)
 }
 
-/// The `startup_refused` finding of a refusal (error).
-pub fn refusal_finding(v: &Verdict) -> Option<Finding> {
-    let r = v.refusal.as_ref()?;
-    let what = reasons::reason(r.reason)
-        .map(|x| x.advice)
-        .map(reasons::advice_words)
-        .unwrap_or_default();
-    let who = if v.release == "main" {
-        "a Maka main-branch build".to_owned()
-    } else {
-        format!("Maka {}", v.release)
+/// A build named for people: `Maka v0.1.5`, `a Maka main-branch build`, `Maka build
+/// cef8c44d8`.
+pub fn who(build: &str) -> String {
+    match build {
+        "main" => "a Maka main-branch build".to_owned(),
+        builds::DEV_BUILD => format!("Maka build {build} (a 0.1.5 development build)"),
+        _ => format!("Maka {build}"),
+    }
+}
+
+/// The loud warnings of the builds judged (`startup`, or every row of `--maka all`)
+/// whose desktop deletes the file at start.
+pub fn desktop_warnings(
+    startup: Option<&Startup>,
+    compatibility: Option<&[Startup]>,
+    database: &str,
+) -> Vec<String> {
+    let rows: Vec<&Startup> = match compatibility {
+        Some(rows) => rows.iter().collect(),
+        None => startup.into_iter().collect(),
     };
+    rows.into_iter()
+        .filter(|s| s.desktop_deletes)
+        .map(|s| desktop_warning(&s.release, database))
+        .collect()
+}
+
+/// A build as the object of "open it with …": `Maka v0.1.11`, `a Maka main-branch
+/// build`.
+pub fn who_short(build: &str) -> String {
+    match build {
+        "main" => "a Maka main-branch build".to_owned(),
+        _ => format!("Maka {build}"),
+    }
+}
+
+/// Why a resetting desktop deletes the file, in a few words.
+fn desktop_why(build: &str) -> String {
+    format!(
+        "it keeps only a database whose schema versions are exactly {}'s",
+        builds::rules_of(build)
+    )
+}
+
+/// The loud warning printed first when the judged build's desktop deletes the file:
+/// what happens and how to keep a copy.
+pub fn desktop_warning(build: &str, database: &str) -> String {
+    format!(
+        "{}'s DESKTOP APP DELETES this database ({database}) WHEN IT STARTS, and then starts \
+         empty: {}. Before starting that app, copy the whole workspace folder (the database \
+         with its -wal and -shm files) somewhere safe; the copy is what survives. Its CLI and \
+         runtime host do not delete it.",
+        who(build),
+        desktop_why(build)
+    )
+}
+
+/// The `startup_refused` finding of a refusal (error), with advice for a file `writer`
+/// wrote.
+pub fn refusal_finding(v: &Verdict, writer: &str) -> Option<Finding> {
+    let r = v.refusal.as_ref()?;
+    let what = reasons::advice_for(r.reason, &r.maka_message, &v.release, writer);
+    let who = who(&v.release);
     let mut detail = serde_json::json!({
         "reason": r.reason,
         "store": r.store,
@@ -351,6 +420,16 @@ pub fn drop_restated(findings: &mut Vec<Finding>, facts: &StartupFacts, v: &Verd
         {
             return false;
         }
+        // So does the schema check's word on the capability row the runtime store
+        // refuses without.
+        if f.code == "schema_capability_mismatch"
+            && r.object
+                .as_deref()
+                .and_then(|o| o.strip_prefix("capability:"))
+                .is_some_and(|c| f.message.starts_with(&format!("capability `{c}`")))
+        {
+            return false;
+        }
         // A newer build refusing for the same check and object says it again.
         if f.code == "upgrade_migration_refused"
             && !r.reason.is_empty()
@@ -391,31 +470,30 @@ pub fn upgrade_refusal(v: &Verdict) -> Option<String> {
 
 /// `diagnosis.plan.startup_refused`: no step of wsledger's makes Maka open the file,
 /// and what to do instead.
-pub fn plan_words(s: &Startup) -> Option<String> {
-    plan_words_with(s, None)
+pub fn plan_words(s: &Startup, writer: &str) -> Option<String> {
+    plan_words_with(s, writer, None)
 }
 
 /// [`plan_words`], with why `doctor rederive` does not put back what is missing and
 /// what to do instead (`cannot`: why, advice), when something is and it does not.
-pub fn plan_words_with(s: &Startup, cannot: Option<(&str, &str)>) -> Option<String> {
+pub fn plan_words_with(s: &Startup, writer: &str, cannot: Option<(&str, &str)>) -> Option<String> {
     let r = s.refusal.as_ref()?;
     let (why, advice) = match cannot {
         Some((c, advice)) => (
             format!("wsledger cannot put back what is missing: {c}"),
-            advice,
+            advice.to_owned(),
         ),
         None => (
             "no wsledger repair changes that: wsledger changes a schema only to put back \
              exactly an object Maka derives"
                 .to_owned(),
-            reasons::reason(r.reason)
-                .map(|x| reasons::advice_words(x.advice))
-                .unwrap_or_default(),
+            reasons::advice_for(r.reason, &r.maka_message, &s.release, writer),
         ),
     };
     Some(format!(
-        "Maka {} refuses to open this file ({}); {why}. What to do: {advice}",
-        s.release, r.reason
+        "{} refuses to open this file ({}); {why}. What to do: {advice}",
+        who(&s.release),
+        r.reason
     ))
 }
 

@@ -139,6 +139,32 @@ pub const REASONS: &[Reason] = &[
         advice: Advice::RestoreBackup,
     },
     Reason {
+        code: "migration_failed",
+        check: "a step of the runtime store's own migration fails on what the file already \
+                has (a table, index, column or capability row that step creates): SQLite's \
+                error, e.g. after `user_version` was set back by hand or by a tool",
+        messages: &[
+            "table <name> already exists",
+            "index <name> already exists",
+            "there is already a table named <name>",
+            "there is already an index named <name>",
+            "duplicate column name: <name>",
+            "UNIQUE constraint failed: runtime_capabilities.capability",
+            "no such table: <table>",
+        ],
+        advice: Advice::RestoreBackup,
+    },
+    Reason {
+        code: "capability_unavailable",
+        check: "once the stores are open, the runtime store does not find one of its \
+                capability rows (`runtime_capabilities`) at the version it requires",
+        messages: &[
+            "SQLite runtime <kind> capability <name>@1 is unavailable",
+            "no such table: runtime_capabilities",
+        ],
+        advice: Advice::RestoreBackup,
+    },
+    Reason {
         code: "migration_refused",
         check: "the migration would lose data it cannot carry over (a released Automation, \
                 an in-flight fire, a Plan Reminder it cannot convert, a catalog above 256)",
@@ -206,6 +232,18 @@ pub fn reason_for_message(message: &str) -> Option<&'static str> {
             || starts("The released Automation schema is missing durable")
         {
             "legacy_schema_incomplete"
+        } else if (starts("table ") || starts("index ")) && has(" already exists")
+            || starts("there is already a table named ")
+            || starts("there is already an index named ")
+            || starts("duplicate column name: ")
+            || starts("UNIQUE constraint failed: runtime_capabilities.")
+            || (starts("no such table: ") && !starts("no such table: runtime_capabilities"))
+        {
+            "migration_failed"
+        } else if starts("SQLite runtime ") && has(" capability ") && has(" is unavailable")
+            || starts("no such table: runtime_capabilities")
+        {
+            "capability_unavailable"
         } else if starts("Released Automation ")
             || starts("Released scheduling catalog ")
             || starts("Legacy Plan Reminder ")
@@ -266,6 +304,42 @@ pub fn advice_words(a: Advice) -> &'static str {
     }
 }
 
+/// What the user of `judged` can do about its refusal, for a file `writer` wrote: the
+/// reason's advice, worded for the two builds. A file newer than `judged`: open it with
+/// `writer` or newer; a migration Maka refuses: Maka's own instruction, in our words.
+pub fn advice_for(reason: &str, message: &str, judged: &str, writer: &str) -> String {
+    let Some(kind) = self::reason(reason).map(|x| x.advice) else {
+        return String::new();
+    };
+    let (judged_who, writer_who) = (super::who(judged), super::who(writer));
+    match kind {
+        Advice::NewerMaka if judged != writer => format!(
+            "this file was written by a newer Maka ({writer_who}): open it with {} or newer; \
+             do not edit the schema (Maka did not change the file, and wsledger cannot make \
+             it readable to {judged_who})",
+            super::who_short(writer)
+        ),
+        Advice::KeepWritingRelease => {
+            let what = if message.contains("in-flight fire") {
+                "let the Automation's pending fire finish"
+            } else if message.starts_with("Released Automation ") {
+                "remove or export the Automation it names"
+            } else if message.starts_with("Released scheduling catalog ") {
+                "bring the scheduling catalog (Automations and Plan Reminders) down to 256 \
+                 records or fewer"
+            } else {
+                "remove or edit the Plan Reminder it names, which the newer Maka cannot convert"
+            };
+            format!(
+                "{judged_who} left the file unchanged; in {writer_who}, which wrote it and \
+                 still opens it, {what}, then open the workspace with {judged_who} again (do \
+                 not edit the schema)"
+            )
+        }
+        other => advice_words(other).to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,10 +356,37 @@ mod tests {
                     .replace("<table>", "t")
                     .replace("<id>", "a1")
                     .replace("<label>", "legacy Plan Reminder")
+                    .replace("<name>", "runtime_storage_root_binding")
+                    .replace("<kind>", "recovery")
                     .replace("<...>", "lastRun contradicts runs: r1");
                 assert_eq!(reason_for_message(&concrete), Some(r.code), "{concrete}");
             }
         }
         assert_eq!(reason_for_message("database is locked"), None);
+    }
+
+    #[test]
+    fn advice_names_the_newer_writer_or_the_writers_own_instruction() {
+        let a = advice_for("schema_newer", "", "v0.1.5", "main");
+        assert!(
+            a.contains("open it with a Maka main-branch build or newer"),
+            "{a}"
+        );
+        assert!(a.contains("do not edit the schema"), "{a}");
+        let a = advice_for(
+            "migration_refused",
+            "Released Automation a1 cannot be migrated without losing its configuration",
+            "v0.1.11",
+            "v0.1.6",
+        );
+        assert!(a.contains("in Maka v0.1.6, which wrote it"), "{a}");
+        assert!(a.contains("remove or export the Automation"), "{a}");
+        for a in [
+            advice_for("schema_newer", "", "main", "main"),
+            advice_for("schema_object_missing", "", "v0.1.5", "v0.1.5"),
+        ] {
+            assert!(!a.is_empty());
+            assert!(!crate::release::advice::advises_schema_surgery(&a), "{a}");
+        }
     }
 }

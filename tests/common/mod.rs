@@ -27,6 +27,7 @@ pub fn wsledger_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let out = Command::new(env!("CARGO_BIN_EXE_wsledger"))
         .args(args)
         .env_remove("WSLEDGER_WORKSPACE")
+        .env_remove("WSLEDGER_MAKA")
         .env("NO_COLOR", "1")
         .env("COLUMNS", "120")
         .envs(env.iter().copied())

@@ -682,10 +682,12 @@ pub fn missing_registry_table() -> Built {
 }
 
 pub fn missing_capability_row() -> Built {
+    // Maka's runtime store refuses to open without its recovery capability; the
+    // refusal is the one finding (the schema check's word on the row would say it again).
     schema_edit(
         "DELETE FROM runtime_capabilities WHERE capability = 'runtime_recovery_authority'",
-        0,
-        &["schema_capability_mismatch"],
+        1,
+        &["startup_refused"],
     )
 }
 
