@@ -8,6 +8,7 @@ mod canonical;
 mod decode;
 mod direct;
 mod key_order;
+pub mod newer;
 
 pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
 pub use decode::{
@@ -180,6 +181,9 @@ pub enum Content {
         reason: Option<JsStr>,
         details: Option<Json>,
     },
+    /// A run's invocation-opening fact (`invocation_opened`), which only a Maka newer
+    /// than main writes ([`newer`]): the whole validated object, `kind` included.
+    InvocationOpened { fields: JsObject },
 }
 
 impl Content {
@@ -190,6 +194,7 @@ impl Content {
             Content::FunctionCall { .. } => "function_call",
             Content::FunctionResponse { .. } => "function_response",
             Content::Error { .. } => "error",
+            Content::InvocationOpened { .. } => "invocation_opened",
         }
     }
 }
@@ -216,6 +221,9 @@ pub struct Actions {
     pub runtime_protocol: Option<Json>,
     pub continuation_start: Option<Json>,
     pub workspace_fact: Option<Json>,
+    /// Keys only a Maka newer than main writes (`managedMutationTerminal`,
+    /// `formAnswerAccepted`), each with its validated value ([`newer`]).
+    pub newer: Vec<(&'static str, Json)>,
 }
 
 impl Actions {
@@ -258,6 +266,9 @@ impl Actions {
         k!(runtime_protocol, "runtimeProtocol");
         k!(continuation_start, "continuationStart");
         k!(workspace_fact, "workspaceFact");
+        for (name, _) in &self.newer {
+            key(name);
+        }
     }
 }
 
@@ -269,6 +280,9 @@ pub struct ToolDispatch {
     pub tool_name: JsStr,
     pub canonical_args_hash: JsStr,
     pub recovery_mode: RecoveryMode,
+    /// Keys only a Maka newer than main writes (`managedMutation`,
+    /// `resultProjectionVersion`), each with its validated value ([`newer`]).
+    pub newer: Vec<(&'static str, Json)>,
 }
 
 /// `actions.toolRecovery` (a recovery-bundle fact): `{kind, version: 1, payload}`.
