@@ -372,7 +372,7 @@ pub fn explain_text(info: &CodeInfo) -> String {
         cause = info.cause,
         action = info.action,
     );
-    if is_scanner_code(info.code) {
+    if SCANNER_CODES.contains(&info.code) {
         out.push_str(&format!(
             "\nMaka's tool-ledger scanner code.\n  {GATE}\n  {QUARANTINE}\n"
         ));
@@ -396,8 +396,17 @@ pub const SCANNER_CODES: &[&str] = &[
     "event_order_conflict",
 ];
 
+/// The codes the scanner of a Maka newer than main adds (its tool-dependency rules;
+/// reported only for files newer than wsledger).
+pub const NEWER_SCANNER_CODES: &[&str] = &[
+    "parent_operation_missing",
+    "parent_identity_conflict",
+    "parent_dependency_cycle",
+];
+
+/// Whether `code` is a tool-ledger scanner issue (main's, or a newer scanner's).
 pub fn is_scanner_code(code: &str) -> bool {
-    SCANNER_CODES.contains(&code)
+    SCANNER_CODES.contains(&code) || NEWER_SCANNER_CODES.contains(&code)
 }
 
 #[cfg(test)]

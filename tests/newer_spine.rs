@@ -34,28 +34,11 @@ fn with_code<'a>(doc: &'a Value, code: &str) -> Vec<&'a Value> {
 
 /// The scanner issues of a scan, as the verdict lists them.
 fn scanner_issues(doc: &Value) -> Vec<common::Issue> {
-    const SCANNER: &[&str] = &[
-        "duplicate_event_id",
-        "semantic_lane_conflict",
-        "duplicate_call",
-        "duplicate_operation",
-        "duplicate_dispatch",
-        "duplicate_response",
-        "orphan_dispatch",
-        "orphan_response",
-        "canonical_args_hash_conflict",
-        "invocation_identity_conflict",
-        "identity_conflict",
-        "event_order_conflict",
-        "parent_operation_missing",
-        "parent_identity_conflict",
-        "parent_dependency_cycle",
-    ];
     doc["findings"]
         .as_array()
         .unwrap()
         .iter()
-        .filter(|f| SCANNER.contains(&f["code"].as_str().unwrap()))
+        .filter(|f| wsledger::findings::is_scanner_code(f["code"].as_str().unwrap()))
         .map(|f| {
             let s = |k: &str| f[k].as_str().map(str::to_owned);
             (

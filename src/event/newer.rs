@@ -295,7 +295,8 @@ const ORCHESTRATION_MODES: &[&str] = &["default", "swarm", "graph"];
 const ORCHESTRATION_SOURCES: &[&str] = &["session", "turn_override"];
 const SWARM_AUTHORIZATIONS: &[&str] = &["none", "session_mode", "turn_override"];
 const TOOL_MODES: &[&str] = &["direct", "code_mode"];
-const LINEAGE_KEYS: &[&str] = &[
+/// The keys an opening fact's lineage may carry.
+pub const LINEAGE_KEYS: &[&str] = &[
     "parentRunId",
     "resumedFromRunId",
     "retriedFromRunId",
@@ -675,6 +676,35 @@ mod tests {
         assert!(newer(&terminal.replace("instance_", "inst_"))
             .unwrap()
             .is_err());
+    }
+
+    #[test]
+    fn a_tool_result_may_carry_a_managed_mutation_terminal() {
+        use crate::ledger::scanner::{tool_ledger_lane, Lane};
+        let terminal = format!(
+            r#""managedMutationTerminal":{{"protocol":"managed_mutation_terminal_v1","operationId":"o","dispatchEventId":"d","workspaceInstanceId":"instance_{}","terminalKind":"operation_failed_no_effect"}}"#,
+            "0".repeat(32)
+        );
+        let response = |actions: &str| {
+            format!(
+                r#"{{{BASE},"role":"tool","author":"tool","content":{{"kind":"function_response","id":"tc","name":"Write","result":null}},"actions":{{{actions}}}}}"#
+            )
+        };
+        for (actions, lane) in [
+            (terminal.clone(), Some(Lane::FunctionResponse)),
+            (
+                format!(r#"{terminal},"stateDelta":{{"durationMs":3}}"#),
+                Some(Lane::FunctionResponse),
+            ),
+            (format!(r#"{terminal},"stateDelta":{{"other":3}}"#), None),
+            (
+                format!(r#"{terminal},"formAnswerAccepted":{{"requestId":"r"}}"#),
+                None,
+            ),
+        ] {
+            let event = newer(&response(&actions)).unwrap().unwrap();
+            assert_eq!(tool_ledger_lane(&event), lane, "{actions}");
+        }
     }
 
     #[test]

@@ -436,6 +436,36 @@ struct RunResult {
     state: runs::RunState,
 }
 
+impl RunResult {
+    /// A run without a header row that is not assessed (no report, no finding).
+    fn unassessed(s: String, r: String, state: runs::RunState) -> Self {
+        RunResult {
+            order: RunOrder::Orphan(s.clone(), r.clone()),
+            key: (s, r),
+            had_header: false,
+            findings: Vec::new(),
+            header_failure: None,
+            report: None,
+            header: None,
+            state,
+        }
+    }
+
+    /// A run judged without a header row.
+    fn without_header(s: String, r: String, report: RunReport, findings: Vec<Finding>) -> Self {
+        RunResult {
+            order: RunOrder::Orphan(s.clone(), r.clone()),
+            key: (s, r),
+            had_header: false,
+            findings,
+            header_failure: None,
+            state: report.state,
+            report: Some(report),
+            header: None,
+        }
+    }
+}
+
 /// Streams rows; see the module docs.
 pub struct Walker {
     /// The rules of the release that wrote the file.
@@ -1016,16 +1046,9 @@ impl Walker {
                 self.headers_found += 1;
                 assess_with_header(&row, acc, &self.rules.header)
             }
-            None if s == WORKSPACE_AUTHORITY_SESSION => RunResult {
-                order: RunOrder::Orphan(s.clone(), r.clone()),
-                key: (s, r),
-                had_header: false,
-                findings: Vec::new(),
-                header_failure: None,
-                report: None,
-                header: None,
-                state: runs::RunState::NoHeader,
-            },
+            None if s == WORKSPACE_AUTHORITY_SESSION => {
+                RunResult::unassessed(s, r, runs::RunState::NoHeader)
+            }
             None if self.rules.runs_on_spine => {
                 let opened = acc.opened.clone().or_else(|| store.shelved_opening(&s, &r));
                 let fingerprint = self.run_fingerprint(&s, &r);
@@ -1044,43 +1067,16 @@ impl Walker {
                                 {
                                     self.unjudged_sample.push((s.clone(), r.clone()));
                                 }
-                                return Ok(RunResult {
-                                    order: RunOrder::Orphan(s.clone(), r.clone()),
-                                    key: (s, r),
-                                    had_header: false,
-                                    findings: Vec::new(),
-                                    header_failure: None,
-                                    report: None,
-                                    header: None,
-                                    state: runs::RunState::NotJudged,
-                                });
+                                return Ok(RunResult::unassessed(s, r, runs::RunState::NotJudged));
                             }
                         }
                     }
                 };
-                RunResult {
-                    order: RunOrder::Orphan(s.clone(), r.clone()),
-                    key: (s, r),
-                    had_header: false,
-                    findings,
-                    header_failure: None,
-                    state: report.state,
-                    report: Some(report),
-                    header: None,
-                }
+                RunResult::without_header(s, r, report, findings)
             }
             None => {
                 let (report, findings) = runs::assess_orphan_run(&s, &r, acc);
-                RunResult {
-                    order: RunOrder::Orphan(s.clone(), r.clone()),
-                    key: (s, r),
-                    had_header: false,
-                    findings,
-                    header_failure: None,
-                    state: report.state,
-                    report: Some(report),
-                    header: None,
-                }
+                RunResult::without_header(s, r, report, findings)
             }
         })
     }

@@ -183,17 +183,7 @@ pub fn assess_orphan_run(s: &str, r: &str, acc: &RunAcc) -> (RunReport, Vec<Find
         RunState::NoHeader
     };
     if acc.undecodable > 0 {
-        findings.push(
-            Finding::new(
-                "run_unreadable",
-                format!(
-                    "{} of {} rows of this run cannot be decoded",
-                    acc.undecodable, acc.rows
-                ),
-            )
-            .session(s)
-            .run(r),
-        );
+        findings.push(unreadable_finding(s, r, acc));
     }
     findings.push(
         Finding::new(
@@ -239,13 +229,7 @@ pub fn assess_spine_run(s: &str, r: &str, turn: &str, acc: &RunAcc) -> (RunRepor
     let ids: Vec<String> = matched.iter().map(|(_, e)| e.id.to_string()).collect();
     let mut findings = Vec::new();
     let state = if acc.undecodable > 0 {
-        findings.push(f(
-            "run_unreadable",
-            format!(
-                "{} of {} rows of this run cannot be decoded",
-                acc.undecodable, acc.rows
-            ),
-        ));
+        findings.push(unreadable_finding(s, r, acc));
         RunState::Unreadable
     } else if matched.len() > 1 {
         findings.push(f(
@@ -306,17 +290,10 @@ pub fn assess_spine_run(s: &str, r: &str, turn: &str, acc: &RunAcc) -> (RunRepor
         RunState::Stuck
     };
     let report = RunReport {
-        session_id: s.to_owned(),
-        run_id: r.to_owned(),
-        header_status: None,
         state,
-        classification: None,
         terminal_event_ids: ids,
-        events: acc.rows,
-        max_seq: acc.max_seq,
-        last_event_ts: acc.last_ts,
-        invocation_ids: acc.invocations.clone(),
         on_spine: true,
+        ..header_undecodable_report(s, r, acc)
     };
     (report, findings)
 }
@@ -337,15 +314,7 @@ pub fn assess_unopened_run(
     if acc.undecodable == 0 {
         return None;
     }
-    let finding = Finding::new(
-        "run_unreadable",
-        format!(
-            "{} of {} rows of this run cannot be decoded",
-            acc.undecodable, acc.rows
-        ),
-    )
-    .session(s)
-    .run(r);
+    let finding = unreadable_finding(s, r, acc);
     let report = RunReport {
         state: RunState::Unreadable,
         ..header_undecodable_report(s, r, acc)
@@ -360,6 +329,19 @@ pub fn not_judged_report(s: &str, r: &str, acc: &RunAcc) -> RunReport {
         state: RunState::NotJudged,
         ..header_undecodable_report(s, r, acc)
     }
+}
+
+/// `run_unreadable`: rows of the run that do not decode.
+fn unreadable_finding(s: &str, r: &str, acc: &RunAcc) -> Finding {
+    Finding::new(
+        "run_unreadable",
+        format!(
+            "{} of {} rows of this run cannot be decoded",
+            acc.undecodable, acc.rows
+        ),
+    )
+    .session(s)
+    .run(r)
 }
 
 /// The report of a run whose header does not decode.

@@ -129,18 +129,7 @@ pub fn opening_from_header(h: &Map<String, Value>) -> Value {
         }
     };
     let mut lineage = Map::new();
-    for k in [
-        "parentRunId",
-        "resumedFromRunId",
-        "retriedFromRunId",
-        "parentTurnId",
-        "parentSessionId",
-        "retriedFromTurnId",
-        "regeneratedFromTurnId",
-        "branchOfTurnId",
-        "agentId",
-        "agentName",
-    ] {
+    for &k in wsledger::event::newer::LINEAGE_KEYS {
         if let Some(v) = s(k) {
             lineage.insert(k.into(), json!(v));
         }
