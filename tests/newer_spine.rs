@@ -455,3 +455,45 @@ fn collect_workspaces(dir: &Path, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+#[test]
+fn a_header_without_events_becomes_its_opening_and_ending() {
+    // Before the migration: two headers with no events, one completed, one running.
+    let (_tmp, db) = copy_db(Path::new("fixtures/healthy"));
+    let c = rusqlite::Connection::open(&db).unwrap();
+    let (session, record): (String, String) = c
+        .query_row(
+            "SELECT session_id, record_json FROM core_agent_runs ORDER BY created_at LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    for (run, status) in [("quiet-done", "completed"), ("quiet-open", "running")] {
+        let mut h: Value = serde_json::from_str(&record).unwrap();
+        h["runId"] = run.into();
+        h["invocationId"] = run.into();
+        h["turnId"] = format!("{run}-turn").into();
+        h["status"] = status.into();
+        if status == "running" {
+            h.as_object_mut().unwrap().remove("completedAt");
+        }
+        c.execute(
+            "INSERT INTO core_agent_runs (session_id, run_id, created_at, record_json) \
+             VALUES (?1, ?2, ?3, ?4)",
+            rusqlite::params![session, run, NEWER_TS, h.to_string()],
+        )
+        .unwrap();
+    }
+    drop(c);
+    let done = spine::migrate_runs_onto_spine(&db).unwrap();
+    assert_eq!((done.opened, done.terminals), (2, 1), "{done:?}");
+    let (_, doc) = scan(&db);
+    assert_eq!(doc["summary"]["newer_events"], 2, "{doc}");
+    let stuck = with_code(&doc, "run_stuck_running");
+    assert_eq!(stuck.len(), 1, "{doc}");
+    assert_eq!(stuck[0]["run_id"], "quiet-open");
+    assert!(!with_code(&doc, "run_terminal_ambiguous")
+        .iter()
+        .any(|f| f["run_id"] == "quiet-done"));
+    assert!(!codes(&doc).contains(&"event_undecodable"), "{doc}");
+}
