@@ -49,7 +49,7 @@ pub fn newer_parts(event: &RuntimeEvent) -> Vec<&'static str> {
         out.push(INVOCATION_OPENED);
     }
     if let Some(a) = &event.actions {
-        for (k, _) in &a.newer {
+        for (k, _) in a.newer.iter() {
             out.push(match *k {
                 "managedMutationTerminal" => "actions.managedMutationTerminal",
                 "formAnswerAccepted" => "actions.formAnswerAccepted",
@@ -57,7 +57,7 @@ pub fn newer_parts(event: &RuntimeEvent) -> Vec<&'static str> {
             });
         }
         if let Some(d) = &a.tool_dispatch {
-            for (k, _) in &d.newer {
+            for (k, _) in d.newer.iter() {
                 out.push(match *k {
                     "managedMutation" => "actions.toolDispatch.managedMutation",
                     _ => "actions.toolDispatch.resultProjectionVersion",
@@ -114,9 +114,9 @@ impl Parts {
             event.content = Some(Content::InvocationOpened { fields });
         }
         if let Some(a) = event.actions.as_mut() {
-            a.newer = self.actions;
+            a.newer = super::NewerKeys::new(self.actions);
             if let Some(d) = a.tool_dispatch.as_mut() {
-                d.newer = self.dispatch;
+                d.newer = super::NewerKeys::new(self.dispatch);
             }
             if self.projection_v2 {
                 if let Some(Json::Object(c)) = a.continuation_start.as_mut() {

@@ -568,7 +568,7 @@ impl Spine {
 struct PendingCall {
     args_hash: Option<String>,
     /// The call's refs a dispatch is compared with, under the tool-dependency rules.
-    refs: Option<super::dependencies::CallRefs>,
+    refs: Option<Box<super::dependencies::CallRefs>>,
 }
 
 /// A response that a later dispatch may still have to check.
@@ -1008,7 +1008,7 @@ impl ToolLedgerScanner {
         let pending = || PendingCall {
             args_hash: args_hash.unwrap_or_else(|| canonical_tool_args_hash(name, args).ok()),
             refs: dependencies
-                .then(|| super::dependencies::CallRefs::of(event))
+                .then(|| super::dependencies::CallRefs::of(event).map(Box::new))
                 .flatten(),
         };
         if let Some(&index) = self.state().by_tool_call.get(id) {
@@ -1463,7 +1463,7 @@ pub(crate) mod test_events {
                 tool_name: s(name),
                 canonical_args_hash: s(hash),
                 recovery_mode: RecoveryMode::ReplaySafe,
-                newer: Vec::new(),
+                newer: Default::default(),
             }),
             ..Actions::default()
         }));

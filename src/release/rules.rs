@@ -120,12 +120,15 @@ impl DecoderRules {
 
     /// Whether these rules accept everything main's decoder accepts (main's, or newer):
     /// no older release's restriction applies.
+    #[inline]
     pub fn is_main(&self) -> bool {
-        DecoderRules {
-            invocation_opening: false,
-            managed_mutation_facts: false,
-            ..*self
-        } == DecoderRules::MAIN
+        // Asked of every row of the walk: the switches themselves, not a copy compared.
+        self.v013_actions_and_goal_origin
+            && self.text_inline_references
+            && self.provider_content_keys
+            && self.v016_envelope_and_parent_refs
+            && self.v017_digest_and_trace_id
+            && self.v0111_origins_budget_and_paths
     }
 
     /// Whether these rules accept something main's decoder rejects.
@@ -423,6 +426,12 @@ mod tests {
         );
         for tag in crate::release::RELEASES {
             let r = Rules::for_release(tag);
+            // `is_main` reads the switches one by one: it must say what equality says.
+            assert_eq!(
+                r.decoder.is_main(),
+                r.decoder == DecoderRules::MAIN,
+                "{tag}"
+            );
             assert!(!r.runs_on_spine && !r.scanner_tool_dependencies, "{tag}");
             assert!(!r.decoder.is_newer_than_main(), "{tag}");
         }

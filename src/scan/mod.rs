@@ -506,6 +506,8 @@ pub struct Walker {
     /// Runs closed but not yet judged against their header brief, in closing order,
     /// while that happens elsewhere (see [`Walker::defer_run_checks`]).
     deferred_runs: Option<Vec<RunCheck>>,
+    /// The rules read what only a Maka newer than main writes.
+    newer: bool,
     /// Events that only a Maka newer than main writes, by what they use
     /// ([`crate::event::newer::newer_parts`]), and how many events.
     newer_parts: std::collections::BTreeMap<&'static str, u64>,
@@ -569,6 +571,7 @@ impl Walker {
             vouched: 0,
             deferred: None,
             deferred_runs: None,
+            newer: false,
             newer_parts: std::collections::BTreeMap::new(),
             newer_events: 0,
             spine_runs: HashSet::default(),
@@ -624,6 +627,7 @@ impl Walker {
     /// first row.
     pub fn with_rules(mut self, rules: Rules) -> Walker {
         self.rules = rules;
+        self.newer = rules.decoder.is_newer_than_main();
         self.scanner = ToolLedgerScanner::new(ScannerOptions {
             dispatch_parent_refs: rules.dispatch_parent_refs,
             tool_dependencies: rules.scanner_tool_dependencies,
@@ -810,7 +814,7 @@ impl Walker {
             }
             Decoded::Event(event) => {
                 acc.add_row(&row.invocation_id, row.event_seq, id, Some(event.ts));
-                if self.rules.decoder.is_newer_than_main() {
+                if self.newer {
                     acc.note_opening(event);
                     let parts = crate::event::newer::newer_parts(event);
                     self.newer_events += u64::from(!parts.is_empty());
