@@ -679,35 +679,6 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_result_may_carry_a_managed_mutation_terminal() {
-        use crate::ledger::scanner::{tool_ledger_lane, Lane};
-        let terminal = format!(
-            r#""managedMutationTerminal":{{"protocol":"managed_mutation_terminal_v1","operationId":"o","dispatchEventId":"d","workspaceInstanceId":"instance_{}","terminalKind":"operation_failed_no_effect"}}"#,
-            "0".repeat(32)
-        );
-        let response = |actions: &str| {
-            format!(
-                r#"{{{BASE},"role":"tool","author":"tool","content":{{"kind":"function_response","id":"tc","name":"Write","result":null}},"actions":{{{actions}}}}}"#
-            )
-        };
-        for (actions, lane) in [
-            (terminal.clone(), Some(Lane::FunctionResponse)),
-            (
-                format!(r#"{terminal},"stateDelta":{{"durationMs":3}}"#),
-                Some(Lane::FunctionResponse),
-            ),
-            (format!(r#"{terminal},"stateDelta":{{"other":3}}"#), None),
-            (
-                format!(r#"{terminal},"formAnswerAccepted":{{"requestId":"r"}}"#),
-                None,
-            ),
-        ] {
-            let event = newer(&response(&actions)).unwrap().unwrap();
-            assert_eq!(tool_ledger_lane(&event), lane, "{actions}");
-        }
-    }
-
-    #[test]
     fn mutation_paths_are_canonical() {
         for ok in ["a", "src/lib.rs", "a/.gitignore"] {
             assert!(is_canonical_mutation_path(&JsStr::new(ok)), "{ok}");

@@ -263,6 +263,42 @@ mod tests {
         assert!(codes(&events, false).is_empty());
     }
 
+    /// The response lane of the newer scanner (the key only an event read with the
+    /// newer rules carries).
+    #[test]
+    fn a_tool_result_may_carry_a_managed_mutation_terminal() {
+        use crate::event::newer::decode_newer;
+        use crate::ledger::scanner::{tool_ledger_lane, Lane};
+        use crate::release::rules::DecoderRules;
+        const BASE: &str = r#""id":"e","invocationId":"i","runId":"i","sessionId":"s","turnId":"t","ts":1,"partial":false"#;
+        let terminal = format!(
+            r#""managedMutationTerminal":{{"protocol":"managed_mutation_terminal_v1","operationId":"o","dispatchEventId":"d","workspaceInstanceId":"instance_{}","terminalKind":"operation_failed_no_effect"}}"#,
+            "0".repeat(32)
+        );
+        let response = |actions: &str| {
+            format!(
+                r#"{{{BASE},"role":"tool","author":"tool","content":{{"kind":"function_response","id":"tc","name":"Write","result":null}},"actions":{{{actions}}}}}"#
+            )
+        };
+        for (actions, lane) in [
+            (terminal.clone(), Some(Lane::FunctionResponse)),
+            (
+                format!(r#"{terminal},"stateDelta":{{"durationMs":3}}"#),
+                Some(Lane::FunctionResponse),
+            ),
+            (format!(r#"{terminal},"stateDelta":{{"other":3}}"#), None),
+            (
+                format!(r#"{terminal},"formAnswerAccepted":{{"requestId":"r"}}"#),
+                None,
+            ),
+        ] {
+            let event = decode_newer(&response(&actions), &DecoderRules::NEWER_THAN_MAIN)
+                .unwrap()
+                .unwrap();
+            assert_eq!(tool_ledger_lane(&event), lane, "{actions}");
+        }
+    }
+
     fn args() -> crate::json::Json {
         crate::json::Json::Object(Default::default())
     }
