@@ -106,6 +106,18 @@ codes! {
     "Tool-ledger corruption: the health gate refuses every tool-bearing write in the workspace.",
     "A dispatch without its call, a dispatch after its response, or a recovery fact before any dispatch bound its operation.",
     "Quarantine the session that holds it (`wsledger doctor quarantine`).";
+    "parent_operation_missing", Error, "a dispatch names a parent operation that no dispatch bound",
+    "Tool-ledger corruption under the rules of a Maka newer than main (its scanner checks each dispatch's parent operation): the health gate refuses every tool-bearing write in the workspace.",
+    "A code-mode child dispatch whose enclosing exec operation was never dispatched, or was removed.",
+    "Quarantine the session that holds it with the Maka that wrote the file; wsledger does not write into a newer schema.";
+    "parent_identity_conflict", Error, "a dispatch's parent operation belongs to another tool call than the one it names",
+    "Tool-ledger corruption under the rules of a Maka newer than main: the health gate refuses every tool-bearing write in the workspace.",
+    "A child dispatch whose parentToolCallId does not match the parent operation's tool call.",
+    "Quarantine the session that holds it with the Maka that wrote the file; wsledger does not write into a newer schema.";
+    "parent_dependency_cycle", Error, "dispatches whose parent operations form a cycle",
+    "Tool-ledger corruption under the rules of a Maka newer than main: the health gate refuses every tool-bearing write in the workspace. One finding per operation on the cycle.",
+    "Parent refs written outside Maka's tool boundary.",
+    "Quarantine the session that holds it with the Maka that wrote the file; wsledger does not write into a newer schema.";
     "event_undecodable", Error, "a runtime_events row Maka cannot decode",
     "Maka's gate throws the decode error for every tool-bearing write in the workspace, the session view of that session fails, and the Runtime Host's strict start-up recovery throws on the run, so Maka does not start.",
     "A payload with an unknown key, a null optional field, a bad enum value, invalid JSON, or a payload whose ids differ from the row's columns (written outside Maka).",
@@ -166,6 +178,14 @@ codes! {
     "Maka's run views and recovery do not see the run; its events still count for the tool-ledger gate.",
     "A header deleted or never written (imports, crashes before the header).",
     "Read the session with `wsledger replay --session ID`; quarantine it if it is not needed.";
+    "newer_event_kinds", Info, "runtime events of kinds, or with facts, that only a Maka newer than main writes",
+    "None: the Maka that wrote the file reads them. wsledger reads each with the newer rules Maka's published sources state (`invocation_opened`, the run's opening fact, and the newer action facts), so they are not damage: they never count as `event_undecodable`, never close the tool-ledger gate, and no plan offers to remove them. `detail.kinds` counts each kind.",
+    "A Maka newer than this wsledger wrote the file (after main f19eede03: runs opened on the runtime event spine, managed workspace mutations, structured forms).",
+    "Nothing is required. Update wsledger to judge the file with that Maka's own rules; damage that no newer generation explains is still reported as `event_undecodable`.";
+    "runs_not_judged", Info, "runs that neither a header nor an invocation-opening fact describes, in a file whose headers cannot be read",
+    "wsledger does not judge these runs (stuck or not): the file's `core_agent_runs` has no `record_json` (a Maka newer than main moved run metadata onto the runtime event spine) and no opening fact names them. Newer Maka treats events whose invocation never opened as control-plane streams, not runs.",
+    "Events written without an opening fact (imports, or runs a migration could not project), in a file written by a Maka newer than this wsledger.",
+    "Nothing is required. Read the session with `wsledger replay --session ID`; update wsledger to judge the file with its Maka's own rules.";
     "operation_unsettled", Warning, "a dispatched tool operation has no outcome",
     "Maka never retries it. outcome_unknown operations get a synthetic outcome at Maka's next start, which fails if the run was sealed first.",
     "The process died while the tool ran (crash mid-tool).",
@@ -356,7 +376,7 @@ pub fn explain_text(info: &CodeInfo) -> String {
         cause = info.cause,
         action = info.action,
     );
-    if is_scanner_code(info.code) {
+    if SCANNER_CODES.contains(&info.code) {
         out.push_str(&format!(
             "\nMaka's tool-ledger scanner code.\n  {GATE}\n  {QUARANTINE}\n"
         ));
@@ -380,8 +400,17 @@ pub const SCANNER_CODES: &[&str] = &[
     "event_order_conflict",
 ];
 
+/// The codes the scanner of a Maka newer than main adds (its tool-dependency rules;
+/// reported only for files newer than wsledger).
+pub const NEWER_SCANNER_CODES: &[&str] = &[
+    "parent_operation_missing",
+    "parent_identity_conflict",
+    "parent_dependency_cycle",
+];
+
+/// Whether `code` is a tool-ledger scanner issue (main's, or a newer scanner's).
 pub fn is_scanner_code(code: &str) -> bool {
-    SCANNER_CODES.contains(&code)
+    SCANNER_CODES.contains(&code) || NEWER_SCANNER_CODES.contains(&code)
 }
 
 #[cfg(test)]

@@ -166,6 +166,14 @@ pub(crate) fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
     c.table_exists(Some("main"), name)
 }
 
+/// Whether `core_agent_runs` holds run headers: the table with its `record_json`
+/// column. A Maka newer than main drops the column (its runs open on the runtime event
+/// spine, see docs/scan.md); such a table is not read as headers.
+pub(crate) fn has_header_records(c: &Connection) -> rusqlite::Result<bool> {
+    Ok(has_table(c, "core_agent_runs")?
+        && c.column_exists(Some("main"), "core_agent_runs", "record_json")?)
+}
+
 /// `tool_operations` whose call event is one of `?1` (a JSON array of event ids).
 /// `call_event_id` has no index: one pass over the table, each row checked against
 /// the list (SQLite builds it once). An automatic index would read the table too,
@@ -188,7 +196,7 @@ pub(crate) fn read_runs_rows(
         .iter()
         .map(|(session, run)| read_run_rows_but_operations(c, session, run))
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let current = has_table(c, "core_agent_runs")?
+    let current = has_header_records(c)?
         && has_table(c, "core_agent_run_events")?
         && has_table(c, "tool_operations")?;
     if runs.is_empty() || !current {
@@ -224,7 +232,7 @@ fn read_run_rows_but_operations(
     session: &str,
     run: &str,
 ) -> rusqlite::Result<RunRows> {
-    if !has_table(c, "core_agent_runs")? || !has_table(c, "core_agent_run_events")? {
+    if !has_header_records(c)? || !has_table(c, "core_agent_run_events")? {
         // Not a current workspace: only the events can be read.
         let mut rows = RunRows::default();
         let mut stmt = c.prepare_cached(

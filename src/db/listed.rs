@@ -18,6 +18,33 @@ pub struct StoredMessageRow {
 }
 
 impl Workspace {
+    /// `(session, run) → turn` of every opening fact a newer Maka's migration kept off
+    /// the event spine (`runtime_legacy_invocation_openings`: the runs that already had
+    /// events when their header became an opening fact); empty without the table.
+    pub fn shelved_openings(
+        &self,
+    ) -> Result<std::collections::HashMap<(String, String), String>, DbError> {
+        let mut out = std::collections::HashMap::new();
+        if !self.has_table("runtime_legacy_invocation_openings")? {
+            return Ok(out);
+        }
+        let e = |e: rusqlite::Error| self.err(&e);
+        let mut stmt = self
+            .conn()
+            .prepare("SELECT session_id, run_id, turn_id FROM runtime_legacy_invocation_openings")
+            .map_err(e)?;
+        let mut rows = stmt.query([]).map_err(e)?;
+        let text = |v: ValueRef<'_>| match v {
+            ValueRef::Text(t) | ValueRef::Blob(t) => String::from_utf8_lossy(t).into_owned(),
+            _ => String::new(),
+        };
+        while let Some(r) = rows.next().map_err(e)? {
+            let g = |i: usize| r.get_ref(i).map(text).map_err(e);
+            out.insert((g(0)?, g(1)?), g(2)?);
+        }
+        Ok(out)
+    }
+
     /// `(session, run)` of every `core_agent_runs` row whose session has no
     /// `session_metadata` row (every row when that table is missing), by key.
     pub fn runs_outside_sessions(&self) -> Result<Vec<(String, String)>, DbError> {
@@ -233,7 +260,11 @@ pub struct ClaimRow {
     pub source_event_high_water: Option<f64>,
     pub source_prefix_digest: Option<String>,
     pub target_session_id: String,
+    /// The claim's target, as JSON: its run header (`target_run_header_json`), or in a
+    /// newer Maka its opening fact (`target_opening_json`, see `target_column`).
     pub target_run_header_json: Option<String>,
+    /// The column `target_run_header_json` was read from.
+    pub target_column: &'static str,
 }
 
 impl Workspace {
@@ -244,14 +275,28 @@ impl Workspace {
             return Ok(Vec::new());
         }
         let e = |e: rusqlite::Error| self.err(&e);
+        // A newer Maka keeps the target's opening fact instead of its header.
+        let target_column = if self
+            .conn()
+            .column_exists(
+                Some("main"),
+                "runtime_continuation_claims",
+                "target_run_header_json",
+            )
+            .map_err(e)?
+        {
+            "target_run_header_json"
+        } else {
+            "target_opening_json"
+        };
         let mut stmt = self
             .conn()
-            .prepare(
+            .prepare(&format!(
                 "SELECT claim_id, protocol_version, boundary_json, source_session_id, \
                  source_invocation_id, source_run_id, source_turn_id, source_event_high_water, \
-                 source_prefix_digest, target_session_id, target_run_header_json \
-                 FROM runtime_continuation_claims ORDER BY claimed_at ASC, claim_id ASC",
-            )
+                 source_prefix_digest, target_session_id, {target_column} \
+                 FROM runtime_continuation_claims ORDER BY claimed_at ASC, claim_id ASC"
+            ))
             .map_err(e)?;
         let mut rows = stmt.query([]).map_err(e)?;
         let text = |v: ValueRef<'_>| match v {
@@ -275,6 +320,7 @@ impl Workspace {
                 source_prefix_digest: text(g(8)?),
                 target_session_id: text(g(9)?).unwrap_or_default(),
                 target_run_header_json: text(g(10)?),
+                target_column,
             });
         }
         Ok(out)

@@ -630,7 +630,7 @@ impl Workspace {
         const REMEMBERED: usize = 4096;
         let mut turns: std::collections::HashMap<(String, String), Option<String>> =
             std::collections::HashMap::new();
-        let mut header = if self.has_table("core_agent_runs")? {
+        let mut header = if self.has_header_records()? {
             Some(
                 self.conn()
                     .prepare(
@@ -715,6 +715,11 @@ impl Workspace {
     }
 
     /// Whether a table exists.
+    /// Whether `core_agent_runs` holds run headers (see [`facts::has_header_records`]).
+    pub fn has_header_records(&self) -> Result<bool, DbError> {
+        super::facts::has_header_records(self.conn()).map_err(|e| self.err(&e))
+    }
+
     pub fn has_table(&self, name: &str) -> Result<bool, DbError> {
         let n: i64 = self
             .conn()

@@ -73,6 +73,11 @@ pub const SESSION_QUERIES: &[(&str, &str)] = &[
     ),
 ];
 
+/// A session's opening facts that a newer Maka's migration shelved, through that
+/// table's session index.
+pub const SHELVED_OPENINGS_OF_SESSION: &str = "SELECT * FROM runtime_legacy_invocation_openings \
+     WHERE session_id = ?1 ORDER BY opened_at, invocation_id";
+
 fn query(table: &str, nth: usize) -> &'static str {
     SESSION_QUERIES
         .iter()
@@ -201,6 +206,14 @@ impl Workspace {
                 }
             }
             tables.push(("runtime_partial_segments".into(), segs));
+        }
+        if has("runtime_legacy_invocation_openings") {
+            // A newer Maka's shelved opening facts (not in `SESSION_QUERIES`, whose
+            // plans are checked on a main-generation file without this table).
+            tables.push((
+                "runtime_legacy_invocation_openings".into(),
+                self.rows(SHELVED_OPENINGS_OF_SESSION, key)?,
+            ));
         }
         if has("runtime_continuation_claims") {
             tables.push((

@@ -248,6 +248,7 @@ fn content_into_json(c: Content) -> Json {
             b.opt_str("reason", reason);
             b.opt("details", details);
         }
+        Content::InvocationOpened { fields } => b.0 = fields,
     }
     b.done()
 }
@@ -260,6 +261,9 @@ fn tool_dispatch_into_json(d: ToolDispatch) -> Json {
     b.put("toolName", Json::String(d.tool_name));
     b.put("canonicalArgsHash", Json::String(d.canonical_args_hash));
     b.put("recoveryMode", s(d.recovery_mode.as_str()));
+    for (k, v) in d.newer.into_vec() {
+        b.put(k, v);
+    }
     b.done()
 }
 
@@ -284,6 +288,9 @@ fn actions_into_json(a: Actions) -> Json {
     b.opt("runtimeProtocol", a.runtime_protocol);
     b.opt("continuationStart", a.continuation_start);
     b.opt("workspaceFact", a.workspace_fact);
+    for (k, v) in a.newer.into_vec() {
+        b.put(k, v);
+    }
     b.done()
 }
 

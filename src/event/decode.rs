@@ -1131,6 +1131,7 @@ pub(super) fn decode_actions(value: Json) -> V<Actions> {
             check_continuation_start,
         )?,
         workspace_fact: kept(workspace_fact, "workspaceFact", check_workspace_fact)?,
+        newer: Default::default(),
     })
 }
 
@@ -1476,6 +1477,7 @@ fn decode_tool_dispatch(value: Json) -> V<ToolDispatch> {
             "recoveryMode",
             RECOVERY_MODES,
         )?,
+        newer: Default::default(),
     })
 }
 

@@ -798,6 +798,7 @@ fn plain_dispatch(r: &mut Reader<'_>) -> Option<ToolDispatch> {
             .iter()
             .find(|(name, _)| *name == mode)
             .map(|(_, m)| *m)?,
+        newer: Default::default(),
     })
 }
 

@@ -8,6 +8,7 @@ mod canonical;
 mod decode;
 mod direct;
 mod key_order;
+pub mod newer;
 
 pub use canonical::{encode_canonical, event_kind, event_to_json, EncodeError};
 pub use decode::{
@@ -180,6 +181,9 @@ pub enum Content {
         reason: Option<JsStr>,
         details: Option<Json>,
     },
+    /// A run's invocation-opening fact (`invocation_opened`), which only a Maka newer
+    /// than main writes ([`newer`]): the whole validated object, `kind` included.
+    InvocationOpened { fields: JsObject },
 }
 
 impl Content {
@@ -190,6 +194,7 @@ impl Content {
             Content::FunctionCall { .. } => "function_call",
             Content::FunctionResponse { .. } => "function_response",
             Content::Error { .. } => "error",
+            Content::InvocationOpened { .. } => "invocation_opened",
         }
     }
 }
@@ -216,6 +221,9 @@ pub struct Actions {
     pub runtime_protocol: Option<Json>,
     pub continuation_start: Option<Json>,
     pub workspace_fact: Option<Json>,
+    /// Keys only a Maka newer than main writes (`managedMutationTerminal`,
+    /// `formAnswerAccepted`), each with its validated value ([`newer`]).
+    pub newer: NewerKeys,
 }
 
 impl Actions {
@@ -228,10 +236,26 @@ impl Actions {
 
     /// Whether `stateDelta` is the only key present (`present_keys() == ["stateDelta"]`,
     /// without building the list: asked of every tool call and response).
+    #[inline]
     pub fn only_state_delta(&self) -> bool {
-        let mut n = 0;
-        self.each_present(|_| n += 1);
-        n == 1 && self.state_delta.is_some()
+        // Straight-line: counting the keys through `each_present` cost more.
+        self.state_delta.is_some()
+            && self.artifact_delta.is_none()
+            && self.permission_request.is_none()
+            && self.permission_decision.is_none()
+            && self.permission_answer_accepted.is_none()
+            && self.permission_closure_accepted.is_none()
+            && self.user_question_request.is_none()
+            && self.user_question_answer_accepted.is_none()
+            && self.transfer_to_agent.is_none()
+            && self.end_invocation.is_none()
+            && self.token_usage.is_none()
+            && self.tool_dispatch.is_none()
+            && self.tool_recovery.is_none()
+            && self.runtime_protocol.is_none()
+            && self.continuation_start.is_none()
+            && self.workspace_fact.is_none()
+            && self.newer.is_empty()
     }
 
     fn each_present(&self, mut key: impl FnMut(&'static str)) {
@@ -258,6 +282,9 @@ impl Actions {
         k!(runtime_protocol, "runtimeProtocol");
         k!(continuation_start, "continuationStart");
         k!(workspace_fact, "workspaceFact");
+        for (name, _) in self.newer.iter() {
+            key(name);
+        }
     }
 }
 
@@ -269,6 +296,35 @@ pub struct ToolDispatch {
     pub tool_name: JsStr,
     pub canonical_args_hash: JsStr,
     pub recovery_mode: RecoveryMode,
+    /// Keys only a Maka newer than main writes (`managedMutation`,
+    /// `resultProjectionVersion`), each with its validated value ([`newer`]).
+    pub newer: NewerKeys,
+}
+
+/// Keys of a record that only a Maka newer than main writes, each with its validated
+/// value, in payload order ([`newer`]). One pointer, empty in every event main's decoder
+/// reads (the walk moves and drops many records).
+#[derive(Clone, Debug, Default, PartialEq)]
+// A boxed vector, not a vector: one word in every record instead of three.
+#[allow(clippy::box_collection)]
+pub struct NewerKeys(Option<Box<Vec<(&'static str, Json)>>>);
+
+impl NewerKeys {
+    pub fn new(keys: Vec<(&'static str, Json)>) -> NewerKeys {
+        NewerKeys((!keys.is_empty()).then(|| Box::new(keys)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(&'static str, Json)> {
+        self.0.iter().flat_map(|v| v.iter())
+    }
+
+    pub fn into_vec(self) -> Vec<(&'static str, Json)> {
+        self.0.map(|v| *v).unwrap_or_default()
+    }
 }
 
 /// `actions.toolRecovery` (a recovery-bundle fact): `{kind, version: 1, payload}`.

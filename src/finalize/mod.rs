@@ -90,6 +90,7 @@ pub enum SkipReason {
     NeedsToolOutcome,
     NeedsTranscriptBackfill,
     TranscriptUnavailable,
+    RunOnSpine,
 }
 
 impl SkipReason {
@@ -107,6 +108,7 @@ impl SkipReason {
             SkipReason::NeedsToolOutcome => "needs_tool_outcome",
             SkipReason::NeedsTranscriptBackfill => "needs_transcript_backfill",
             SkipReason::TranscriptUnavailable => "transcript_unavailable",
+            SkipReason::RunOnSpine => "run_on_spine",
         }
     }
 }
@@ -210,7 +212,10 @@ fn passes_filters(r: &RunReport, opts: &PlanOptions) -> bool {
 fn reportable(state: RunState) -> bool {
     !matches!(
         state,
-        RunState::Terminal | RunState::HeaderContradictsTerminal | RunState::NoHeader
+        RunState::Terminal
+            | RunState::HeaderContradictsTerminal
+            | RunState::NoHeader
+            | RunState::NotJudged
     )
 }
 
@@ -508,9 +513,20 @@ fn plan_run(
             return skip(reason, format!("terminal event {events} {what}"));
         }
         RunState::Stuck | RunState::AwaitingAdoption | RunState::HeaderTerminalWithoutEvent => {}
-        RunState::Terminal | RunState::HeaderContradictsTerminal | RunState::NoHeader => {
-            return Outcome::Ignore
-        }
+        RunState::Terminal
+        | RunState::HeaderContradictsTerminal
+        | RunState::NoHeader
+        | RunState::NotJudged => return Outcome::Ignore,
+    }
+    if r.on_spine {
+        // Opened by its invocation-opening fact: a Maka newer than wsledger wrote it,
+        // and only that Maka's own start-up recovery settles it.
+        return skip(
+            SkipReason::RunOnSpine,
+            "the run is opened by its invocation-opening fact (written by a Maka newer \
+             than wsledger): wsledger writes no terminal event for it; that Maka's start-up \
+             recovery settles it",
+        );
     }
     let (Some(h), Some(input)) = (header, input) else {
         return Outcome::Ignore;

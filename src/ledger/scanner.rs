@@ -59,6 +59,13 @@ pub enum IssueCode {
     /// A dispatch before its call or after its response, or a recovery fact before any
     /// dispatch bound its operation id.
     EventOrderConflict,
+    /// Newer than main ([`ScanOptions::tool_dependencies`]): a dispatch names a parent
+    /// operation that no dispatch bound.
+    ParentOperationMissing,
+    /// Newer than main: a dispatch's parent operation belongs to another tool call.
+    ParentIdentityConflict,
+    /// Newer than main: the dispatch's operation is on a cycle of parents.
+    ParentDependencyCycle,
 }
 
 impl IssueCode {
@@ -93,12 +100,25 @@ impl IssueCode {
             IssueCode::InvocationIdentityConflict => "invocation_identity_conflict",
             IssueCode::IdentityConflict => "identity_conflict",
             IssueCode::EventOrderConflict => "event_order_conflict",
+            IssueCode::ParentOperationMissing => "parent_operation_missing",
+            IssueCode::ParentIdentityConflict => "parent_identity_conflict",
+            IssueCode::ParentDependencyCycle => "parent_dependency_cycle",
         }
     }
 
+    /// The codes a scanner newer than main adds (its tool-dependency rules).
+    pub const NEWER: [IssueCode; 3] = [
+        IssueCode::ParentOperationMissing,
+        IssueCode::ParentIdentityConflict,
+        IssueCode::ParentDependencyCycle,
+    ];
+
     /// The code Maka spells `s`, if any.
     pub fn from_maka(s: &str) -> Option<IssueCode> {
-        IssueCode::ALL.into_iter().find(|c| c.as_str() == s)
+        IssueCode::ALL
+            .into_iter()
+            .chain(IssueCode::NEWER)
+            .find(|c| c.as_str() == s)
     }
 }
 
@@ -271,12 +291,23 @@ fn call_actions_fit(event: &RuntimeEvent) -> bool {
         })
 }
 
-/// A response may carry no actions, or only `stateDelta: {durationMs: <finite number>}`.
+/// A response may carry no actions, or only `stateDelta: {durationMs: <finite number>}`;
+/// Maka after main also allows `managedMutationTerminal` beside it or alone (a key only
+/// an event read with the newer rules has).
 fn response_actions_fit(event: &RuntimeEvent) -> bool {
     let Some(actions) = &event.actions else {
         return true;
     };
-    if !actions.only_state_delta() {
+    if !actions.newer.is_empty() {
+        let terminal = "managedMutationTerminal";
+        let keys = actions.present_keys();
+        if keys.iter().any(|k| *k != "stateDelta" && *k != terminal) {
+            return false;
+        }
+        if actions.state_delta.is_none() {
+            return keys.contains(&terminal);
+        }
+    } else if !actions.only_state_delta() {
         return false;
     }
     let Some(delta) = &actions.state_delta else {
@@ -477,6 +508,12 @@ pub struct ScanOptions {
     pub assume_store_order: bool,
     /// The release's dispatch envelope may carry parent refs (v0.1.6 and later).
     pub dispatch_parent_refs: bool,
+    /// The tool-dependency rules of Maka's scanner after main: a call whose refs
+    /// disagree with its dispatch is an `identity_conflict`, and once the scan ends
+    /// every dispatch naming a parent operation is checked against it
+    /// (`parent_operation_missing`, `parent_identity_conflict`,
+    /// `parent_dependency_cycle`; see [`super::dependencies`]).
+    pub tool_dependencies: bool,
 }
 
 impl Default for ScanOptions {
@@ -485,6 +522,7 @@ impl Default for ScanOptions {
             assume_unique_event_ids: false,
             assume_store_order: false,
             dispatch_parent_refs: true,
+            tool_dependencies: false,
         }
     }
 }
@@ -529,6 +567,8 @@ impl Spine {
 /// arguments, which the dispatch must carry (`None`: they do not hash).
 struct PendingCall {
     args_hash: Option<String>,
+    /// The call's refs a dispatch is compared with, under the tool-dependency rules.
+    refs: Option<Box<super::dependencies::CallRefs>>,
 }
 
 /// A response that a later dispatch may still have to check.
@@ -593,6 +633,9 @@ pub struct ToolLedgerScanner {
     parked: HashMap<JsStr, InvocationState>,
     /// The latest invocation entered (store order: ids only grow).
     last_invocation: Option<JsStr>,
+    /// Bound operations and the parents their dispatches name, under
+    /// [`ScanOptions::tool_dependencies`].
+    dependencies: super::dependencies::Dependencies,
 }
 
 impl Default for ToolLedgerScanner {
@@ -628,6 +671,19 @@ impl ToolLedgerScanner {
             current: None,
             parked: HashMap::default(),
             last_invocation: None,
+            dependencies: Default::default(),
+        }
+    }
+
+    /// Under [`ScanOptions::tool_dependencies`], records the issues of the dispatches
+    /// whose parent operation is missing, belongs to another call, or closes a cycle
+    /// (Maka finds them once every event is scanned). Call when the scan has seen
+    /// every event; again, it does nothing.
+    pub fn settle_dependencies(&mut self) {
+        let deps = std::mem::take(&mut self.dependencies);
+        let by_operation = &self.by_operation;
+        for (index, issue) in deps.issues(|id| by_operation.get(id)) {
+            self.record(Some(index), issue);
         }
     }
 
@@ -729,7 +785,8 @@ impl ToolLedgerScanner {
     }
 
     /// The scan result (under store order, the operations not handed out yet).
-    pub fn finish(self) -> ToolLedgerScan {
+    pub fn finish(mut self) -> ToolLedgerScan {
+        self.settle_dependencies();
         let mut operations = self.closed;
         operations.extend(self.operations);
         ToolLedgerScan {
@@ -947,8 +1004,12 @@ impl ToolLedgerScanner {
         let Some(Content::FunctionCall { id, name, args, .. }) = &event.content else {
             return;
         };
+        let dependencies = self.options.tool_dependencies;
         let pending = || PendingCall {
             args_hash: args_hash.unwrap_or_else(|| canonical_tool_args_hash(name, args).ok()),
+            refs: dependencies
+                .then(|| super::dependencies::CallRefs::of(event).map(Box::new))
+                .flatten(),
         };
         if let Some(&index) = self.state().by_tool_call.get(id) {
             let op = self.op(index);
@@ -1069,14 +1130,23 @@ impl ToolLedgerScanner {
                 && *op.turn_id == *spine.turn);
         let name_differs = *op.tool_name != dispatch.tool_name;
         self.by_operation.insert(operation_id, index);
+        if self.options.tool_dependencies {
+            self.dependencies.bind(index, call_id, operation_id, event);
+        }
         // After binding, no later dispatch can reach this operation's pending facts.
         let pending = self.state().pending.remove(&index).unwrap_or_default();
 
         let refs = event.refs.as_ref();
+        let call_refs_differ = pending
+            .call
+            .as_ref()
+            .and_then(|c| c.refs.as_ref())
+            .is_some_and(|c| c.conflict(dispatch, refs.map(|r| &**r)));
         if name_differs
             || refs.and_then(|r| r.operation_id.as_ref()) != Some(operation_id)
             || refs.and_then(|r| r.tool_call_id.as_ref()) != Some(call_id)
             || call_identity_differs
+            || call_refs_differ
         {
             self.add_issue(
                 Some(index),
@@ -1393,6 +1463,7 @@ pub(crate) mod test_events {
                 tool_name: s(name),
                 canonical_args_hash: s(hash),
                 recovery_mode: RecoveryMode::ReplaySafe,
+                newer: Default::default(),
             }),
             ..Actions::default()
         }));

@@ -323,6 +323,9 @@ pub struct Recognition {
     pub variant: &'static str,
     /// Empty when the file equals the generation.
     pub differences: Differences,
+    /// The rules of a file whose versions are newer than every generation in the
+    /// catalog ([`rules_if_newer`]); `None` for any other file.
+    pub newer_rules: Option<Rules>,
 }
 
 impl Recognition {
@@ -343,9 +346,16 @@ impl Recognition {
         }
     }
 
-    /// The rules the scan applies: the writer's, or the closest generation's.
+    /// The rules the scan applies: the writer's, or the closest generation's; for a
+    /// file newer than every known generation, [`Rules::newer_than_known`]. The one
+    /// place a file's rules are chosen.
     pub fn rules(&self) -> Rules {
-        self.generation.rules()
+        self.newer_rules.unwrap_or_else(|| self.generation.rules())
+    }
+
+    /// Whether the file is newer than every generation the catalog knows.
+    pub fn newer_than_known(&self) -> bool {
+        self.newer_rules.is_some()
     }
 }
 
@@ -426,6 +436,40 @@ fn diff_pairs(
     }
 }
 
+/// Whether a file's versions are ahead of every generation the catalog knows: its
+/// `user_version`, or one registry scope's version, is higher than any generation's.
+pub fn newer_than_every_generation(facts: &SchemaFacts) -> bool {
+    versions_newer_than_known(facts.user_version, facts.registry.as_ref())
+}
+
+/// The rules for a file with these versions when they are newer than every
+/// generation the catalog knows: [`Rules::newer_than_known`]. The one place such a
+/// file's rules are chosen (the scan through [`Recognition::rules`], replay from a
+/// bundle's versions).
+pub fn rules_if_newer(
+    user_version: i64,
+    registry: Option<&BTreeMap<String, i64>>,
+) -> Option<Rules> {
+    versions_newer_than_known(user_version, registry).then(Rules::newer_than_known)
+}
+
+fn versions_newer_than_known(user_version: i64, registry: Option<&BTreeMap<String, i64>>) -> bool {
+    let gens = catalog();
+    if gens.iter().all(|g| user_version > g.user_version) {
+        return true;
+    }
+    let Some(registry) = registry else {
+        return false;
+    };
+    registry.iter().any(|(scope, v)| {
+        let known = gens
+            .iter()
+            .filter_map(|g| g.registry.as_ref()?.get(scope))
+            .max();
+        known.is_some_and(|k| v > k)
+    })
+}
+
 /// Recognises the generation that wrote a file: the exact match, else the closest
 /// (fewest differences; the newer on a tie) among the generations whose runtime schema
 /// is not older than the file's own `user_version`: a file that a newer runtime store
@@ -451,11 +495,14 @@ pub fn recognize(facts: &SchemaFacts) -> Recognition {
                     generation: g,
                     variant: v.label.as_str(),
                     differences: d,
+                    newer_rules: None,
                 });
             }
         }
     }
-    best.expect("the catalog is not empty")
+    let mut best = best.expect("the catalog is not empty");
+    best.newer_rules = rules_if_newer(facts.user_version, facts.registry.as_ref());
+    best
 }
 
 #[cfg(test)]
@@ -528,9 +575,28 @@ mod tests {
         assert!(!r.exact());
         assert_eq!(r.generation.user_version, 12, "{:?}", r.generation.releases);
         assert!(r.rules().decoder.is_main());
-        // A file newer than every release is measured against the newest schemas.
+        // A file newer than every release is measured against the newest schemas,
+        // and judged with the newest rules the published sources confirm.
+        assert!(!recognize(&facts).newer_than_known());
         facts.user_version = 99;
-        assert_eq!(recognize(&facts).generation.user_version, 12);
+        let r = recognize(&facts);
+        assert_eq!(r.generation.user_version, 12);
+        assert!(r.newer_than_known());
+        assert_eq!(r.rules(), Rules::newer_than_known());
+    }
+
+    #[test]
+    fn one_scope_ahead_is_newer_than_known() {
+        let main = generation_of("main").unwrap();
+        let mut facts = main.facts(0);
+        assert!(!newer_than_every_generation(&facts));
+        let registry = facts.registry.as_mut().unwrap();
+        *registry.get_mut("core_execution").unwrap() += 2;
+        assert!(newer_than_every_generation(&facts));
+        assert_eq!(recognize(&facts).rules(), Rules::newer_than_known());
+        // An older file's scope behind main is not newer.
+        let old = generation_of("v0.1.5").unwrap().facts(0);
+        assert!(!newer_than_every_generation(&old));
     }
 
     #[test]

@@ -19,6 +19,16 @@ pub struct Rules {
     /// A dispatch's `refs` may carry `parentToolCallId` and `parentOperationId`
     /// (scanner lane envelope, v0.1.6).
     pub dispatch_parent_refs: bool,
+    /// The scanner's tool-dependency rules, newer than main: a dispatch naming a parent
+    /// operation that no dispatch bound, or whose tool call is another, and a cycle of
+    /// parents, are issues (`parent_operation_missing`, `parent_identity_conflict`,
+    /// `parent_dependency_cycle`); a call whose refs disagree with its dispatch is an
+    /// `identity_conflict`; a tool result may carry `actions.managedMutationTerminal`.
+    pub scanner_tool_dependencies: bool,
+    /// A run exists by its invocation-opening fact and its state is read off the event
+    /// spine alone, with no header status (Maka after main, PR #4631): a run whose
+    /// first event is an opening fact needs no `core_agent_runs` header.
+    pub runs_on_spine: bool,
     pub decoder: DecoderRules,
     pub header: HeaderRules,
 }
@@ -43,6 +53,13 @@ pub struct DecoderRules {
     /// `activeDuplicateToolResults`; Windows drive paths in additional permissions
     /// (v0.1.11).
     pub v0111_origins_budget_and_paths: bool,
+    /// Content kind `invocation_opened`, the run's opening fact (newer than main, PR
+    /// #4631).
+    pub invocation_opening: bool,
+    /// `actions.managedMutationTerminal`, `actions.formAnswerAccepted`,
+    /// `toolDispatch.managedMutation` and `resultProjectionVersion`, and
+    /// `continuationStart.providerProjectionVersion` 2 (newer than main).
+    pub managed_mutation_facts: bool,
 }
 
 /// What the run-header decoder accepts.
@@ -89,11 +106,34 @@ impl DecoderRules {
         v016_envelope_and_parent_refs: true,
         v017_digest_and_trace_id: true,
         v0111_origins_budget_and_paths: true,
+        invocation_opening: false,
+        managed_mutation_facts: false,
     };
 
-    /// Whether these rules accept exactly what main's decoder accepts.
+    /// What Maka's published sources after main accept: main's, and what newer
+    /// generations add.
+    pub const NEWER_THAN_MAIN: DecoderRules = DecoderRules {
+        invocation_opening: true,
+        managed_mutation_facts: true,
+        ..DecoderRules::MAIN
+    };
+
+    /// Whether these rules accept everything main's decoder accepts (main's, or newer):
+    /// no older release's restriction applies.
+    #[inline]
     pub fn is_main(&self) -> bool {
-        *self == DecoderRules::MAIN
+        // Asked of every row of the walk: the switches themselves, not a copy compared.
+        self.v013_actions_and_goal_origin
+            && self.text_inline_references
+            && self.provider_content_keys
+            && self.v016_envelope_and_parent_refs
+            && self.v017_digest_and_trace_id
+            && self.v0111_origins_budget_and_paths
+    }
+
+    /// Whether these rules accept something main's decoder rejects.
+    pub fn is_newer_than_main(&self) -> bool {
+        self.invocation_opening || self.managed_mutation_facts
     }
 }
 
@@ -252,9 +292,26 @@ impl Rules {
         release: "main",
         ledger_gate: true,
         dispatch_parent_refs: true,
+        scanner_tool_dependencies: false,
+        runs_on_spine: false,
         decoder: DecoderRules::MAIN,
         header: HeaderRules::MAIN,
     };
+
+    /// The rules for a file newer than every generation wsledger knows: main's, and
+    /// every change Maka's published sources after main confirm (the event decoder,
+    /// the scanner's tool dependencies, runs read off the event spine; see
+    /// docs/scan.md, "Files newer than wsledger"). Run headers are still read where
+    /// their columns are there, with main's header rules.
+    pub const fn newer_than_known() -> Rules {
+        Rules {
+            release: "newer",
+            scanner_tool_dependencies: true,
+            runs_on_spine: true,
+            decoder: DecoderRules::NEWER_THAN_MAIN,
+            ..Rules::MAIN
+        }
+    }
 
     /// The rules of a release tag; unknown tags get main's. v0.1.0 and v0.1.1 have no
     /// ledger of their own: their events are checked with v0.1.2's rules.
@@ -267,6 +324,8 @@ impl Rules {
             release: RELEASES[rank],
             ledger_gate: since("v0.1.2"),
             dispatch_parent_refs: since("v0.1.6"),
+            scanner_tool_dependencies: false,
+            runs_on_spine: false,
             decoder: DecoderRules {
                 v013_actions_and_goal_origin: since("v0.1.3"),
                 text_inline_references: since("v0.1.4"),
@@ -274,6 +333,8 @@ impl Rules {
                 v016_envelope_and_parent_refs: since("v0.1.6"),
                 v017_digest_and_trace_id: since("v0.1.7"),
                 v0111_origins_budget_and_paths: since("v0.1.11"),
+                invocation_opening: false,
+                managed_mutation_facts: false,
             },
             header: HeaderRules {
                 backend_kinds: if since("v0.1.11") {
@@ -344,5 +405,35 @@ mod tests {
         assert!(!r("v0.1.11").header.backend_kinds.contains(&"pi-agent"));
         assert!(!r("v0.1.1").ledger_gate && r("v0.1.2").ledger_gate);
         assert!(!r("v0.1.9").header.run_composition && r("v0.1.10").header.run_composition);
+    }
+
+    #[test]
+    fn newer_rules_are_mains_plus_every_newer_switch() {
+        let newer = Rules::newer_than_known();
+        assert_eq!(newer.header, HeaderRules::MAIN);
+        assert!(newer.decoder.is_main() && newer.decoder.is_newer_than_main());
+        assert!(!DecoderRules::MAIN.is_newer_than_main());
+        assert!(newer.scanner_tool_dependencies && newer.runs_on_spine);
+        assert_eq!(
+            Rules {
+                release: "main",
+                scanner_tool_dependencies: false,
+                runs_on_spine: false,
+                decoder: DecoderRules::MAIN,
+                ..newer
+            },
+            Rules::MAIN
+        );
+        for tag in crate::release::RELEASES {
+            let r = Rules::for_release(tag);
+            // `is_main` reads the switches one by one: it must say what equality says.
+            assert_eq!(
+                r.decoder.is_main(),
+                r.decoder == DecoderRules::MAIN,
+                "{tag}"
+            );
+            assert!(!r.runs_on_spine && !r.scanner_tool_dependencies, "{tag}");
+            assert!(!r.decoder.is_newer_than_main(), "{tag}");
+        }
     }
 }

@@ -4,7 +4,8 @@
 
 use crate::bundle::{Bundle, Cell, Row, SchemaInfo};
 use crate::db::{EventRow, HeaderRow, JournalRow, OperationRow};
-use crate::scan::decode_row;
+use crate::release::rules::DecoderRules;
+use crate::scan::decode_row_with;
 
 /// The session's `session_metadata` row.
 #[derive(Clone, Debug)]
@@ -89,6 +90,12 @@ pub struct SessionRows {
     /// each: read from the excision bundles beside the database, so that the gaps they
     /// leave are notes, not divergences. Empty for a bundle file.
     pub excised_seqs: std::collections::BTreeMap<(String, i64), String>,
+    /// Run → turn of the opening facts a newer Maka's migration shelved
+    /// (`runtime_legacy_invocation_openings`) for this session.
+    pub shelved: std::collections::HashMap<String, String>,
+    /// Whether the source's `core_agent_runs` holds headers (a newer Maka drops its
+    /// `record_json`: then the runs are read off the event spine).
+    pub headers_readable: bool,
 }
 
 /// Why a bundle cannot be replayed.
@@ -148,7 +155,7 @@ fn event_row(r: &Row) -> EventRow {
 pub fn operation_ids_named(rows: &[Row]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for r in rows {
-        let Ok(e) = decode_row(&event_row(r)) else {
+        let Ok(e) = decode_row_with(&event_row(r), &DecoderRules::NEWER_THAN_MAIN) else {
             continue;
         };
         let refs = e.refs.as_ref().and_then(|r| r.operation_id.clone());
@@ -197,10 +204,18 @@ impl SessionRows {
                 &b.event_id,
             ))
         });
-        let mut headers: Vec<HeaderRow> = b
-            .rows("core_agent_runs")
+        // A row without `record_json` (a newer Maka's) is not a header.
+        let header_rows = b.rows("core_agent_runs");
+        let headers_readable = header_rows.iter().all(|r| r.get("record_json").is_some())
+            && !(header_rows.is_empty()
+                && crate::release::rules_if_newer(
+                    b.schema.user_version,
+                    b.schema.registry.as_ref(),
+                )
+                .is_some_and(|r| r.runs_on_spine));
+        let mut headers: Vec<HeaderRow> = header_rows
             .iter()
-            .filter(|r| mine(r, "session_id"))
+            .filter(|r| mine(r, "session_id") && r.get("record_json").is_some())
             .map(|r| HeaderRow {
                 session_id: text(r.get("session_id")),
                 run_id: text(r.get("run_id")),
@@ -335,6 +350,12 @@ impl SessionRows {
             })
             .collect();
         journal.sort_by_key(|j| j.journal_seq);
+        let shelved = b
+            .rows("runtime_legacy_invocation_openings")
+            .iter()
+            .filter(|r| mine(r, "session_id"))
+            .map(|r| (text(r.get("run_id")), text(r.get("turn_id"))))
+            .collect();
         Ok(SessionRows {
             session_id: sid,
             schema: b.schema.clone(),
@@ -348,7 +369,17 @@ impl SessionRows {
             operations,
             journal,
             excised_seqs: Default::default(),
+            shelved,
+            headers_readable,
         })
+    }
+
+    /// The rules the session's rows are read with: main's (every release's events
+    /// decode under it), or for a file newer than every known generation, the newer
+    /// rules ([`crate::release::rules_if_newer`]).
+    pub fn rules(&self) -> crate::release::Rules {
+        crate::release::rules_if_newer(self.schema.user_version, self.schema.registry.as_ref())
+            .unwrap_or(crate::release::Rules::MAIN)
     }
 
     /// True when the session has no row at all (an unknown session id).

@@ -41,7 +41,7 @@ use crate::ledger::terminal::{
 };
 use crate::scan::projection::{projection_diffs, supersession_groups, DiffKind};
 use crate::scan::runs::{assess_runs, RunReport, RunState};
-use crate::scan::{decode_row, RunAcc};
+use crate::scan::{decode_row_with, RunAcc};
 
 /// Every divergence code, with what it means. A divergence makes `replay` exit 1.
 pub const DIVERGENCE_CODES: &[(&str, &str)] = &[
@@ -81,7 +81,8 @@ pub const NOTE_CODES: &[(&str, &str)] = &[
     ("session_messages_unreadable", "a session_messages record cannot be read"),
     ("transcript_diagnostic", "Maka's transcript read model reports a diagnostic for an event (`detail.hard`: Maka's session view refuses the session)"),
     ("partial_snapshot_left", "a partial stream snapshot was never completed by an immutable event"),
-    ("run_in_flight", "the run is open in the log; Maka shows its cached messages instead of a projection"),
+    ("run_in_flight", "the run is open in the log (its header, or for a Maka newer than main its invocation-opening fact, and no terminal event); Maka shows its cached messages instead of a projection"),
+    ("run_not_judged", "the run has neither a readable header (a Maka newer than main dropped core_agent_runs.record_json) nor an invocation-opening fact: whether it is open is not judged"),
     ("run_awaiting_adoption", "the header is still open but the log holds the run's terminal event at its tail: Maka shows the run terminal and adopts the event into the header at its next start (what finalize-runs --apply leaves without --project-header)"),
     ("run_not_inline", "the run is not session-inline (a child run); Maka's session view leaves it out"),
     ("tool_operation_legacy", "a tool_operations row without dispatch_event_id: a pre-authority legacy row Maka leaves alone"),
@@ -515,7 +516,8 @@ fn excised_gap(
 /// Replays one session.
 pub fn replay(rows: &SessionRows) -> Replay {
     // 1. Walk the session's rows as the scan does: decode, scanner, per-run facts.
-    let parts = walk::walk(&rows.events);
+    let rules = rows.rules();
+    let parts = walk::walk(&rows.events, &rules);
     let scan = parts.scan;
 
     // 2. Runs, in Maka's session order: headers by (created_at, run_id), then runs that
@@ -566,7 +568,9 @@ pub fn replay(rows: &SessionRows) -> Replay {
         .collect();
     for row in &rows.events {
         if let Some(&i) = index.get(&row.run_id) {
-            runs[i].events.push((row.event_seq, row, decode_row(row)));
+            runs[i]
+                .events
+                .push((row.event_seq, row, decode_row_with(row, &rules.decoder)));
         }
     }
     for r in &mut runs {
@@ -581,7 +585,15 @@ pub fn replay(rows: &SessionRows) -> Replay {
         .filter(|r| r.header_error.is_some())
         .map(|r| (rows.session_id.clone(), r.run_id.clone()))
         .collect();
-    let (reports, _) = assess_runs(&headers, &header_failed, &parts.runs);
+    let spine = rules.runs_on_spine.then(|| crate::scan::runs::Spine {
+        shelved: rows
+            .shelved
+            .iter()
+            .map(|(r, t)| ((rows.session_id.clone(), r.clone()), t.clone()))
+            .collect(),
+        headers_readable: rows.headers_readable,
+    });
+    let (reports, _) = assess_runs(&headers, &header_failed, &parts.runs, spine.as_ref());
     let report_of = |run_id: &str| reports.iter().find(|r| r.run_id == run_id);
 
     // 4. The log in Maka's order (runs in order, events by event_seq).
@@ -1289,6 +1301,46 @@ fn event_steps(
     out
 }
 
+/// A run judged off the event spine (its opening fact, no header): its terminal
+/// problems are divergences, an open run a note.
+fn spine_checks(rr: &mut RunReplay, run_id: &str, ids: Vec<String>) {
+    if rr.state == RunState::Terminal {
+        rr.terminal_event_id = ids.first().cloned();
+    }
+    let div = |code, msg: &str| {
+        let mut d = Divergence::new(code, msg.to_owned()).run(run_id);
+        d.event_id = ids.first().cloned();
+        d
+    };
+    match rr.state {
+        RunState::Ambiguous => rr.divergences.push(div(
+            "terminal_ambiguous",
+            &format!("{} terminal events: {}", ids.len(), ids.join(", ")),
+        )),
+        RunState::TerminalNotTail => rr.divergences.push(div(
+            "terminal_not_tail",
+            "the terminal event is not the run's last immutable event",
+        )),
+        RunState::TerminalWithoutStatus => rr.divergences.push(div(
+            "terminal_incomplete",
+            "the only terminal event has no terminal status",
+        )),
+        RunState::TerminalUnusable => rr.divergences.push(div(
+            "terminal_unusable",
+            "the only terminal-looking events are partial or name another turn",
+        )),
+        RunState::Stuck => {
+            let mut n = Note::new(
+                "run_in_flight",
+                "opened by its invocation-opening fact and no terminal event: the run is open",
+            );
+            n.run_id = Some(run_id.to_owned());
+            rr.notes.push(n);
+        }
+        _ => {}
+    }
+}
+
 /// Terminal classification vs header and operational terminal event.
 fn terminal_checks(
     r: &RunRows<'_>,
@@ -1323,7 +1375,28 @@ fn terminal_checks(
             return;
         }
         RunState::Unreadable => return,
+        RunState::NotJudged => {
+            let mut n = Note::new(
+                "run_not_judged",
+                "no readable header (a Maka newer than main dropped core_agent_runs.record_json) \
+                 and no invocation-opening fact: whether the run is open is not judged",
+            );
+            n.run_id = Some(run_id.clone());
+            rr.notes.push(n);
+            return;
+        }
         _ => {}
+    }
+    if r.header.is_none() {
+        let ids: Vec<String> = r
+            .events
+            .iter()
+            .filter_map(|(_, _, d)| d.as_ref().ok())
+            .filter(|e| e.is_terminal() && !e.partial)
+            .map(|e| lossy(&e.id))
+            .collect();
+        spine_checks(rr, &run_id, ids);
+        return;
     }
     let Some(h) = &r.header else { return };
     let decoded: Vec<RuntimeEvent> = r

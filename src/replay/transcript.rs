@@ -270,6 +270,8 @@ pub fn project(events: &[&RuntimeEvent], headers: &HashMap<String, &RunHeader>) 
                 "unsupported_event",
                 "non-terminal error content has no safe legacy read-model row",
             ),
+            // The run's opening fact (newer Maka) is about the run: no transcript row.
+            Some(Content::InvocationOpened { .. }) => projected = true,
             Some(Content::Error { .. }) | None => {}
         }
         if let Some(a) = &e.actions {
@@ -304,6 +306,7 @@ pub fn project(events: &[&RuntimeEvent], headers: &HashMap<String, &RunHeader>) 
                 || a.transfer_to_agent.is_some()
                 || a.runtime_protocol.is_some()
                 || a.continuation_start.is_some()
+                || !a.newer.is_empty()
             {
                 projected = true;
             }

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use crate::db::EventRow;
 use crate::findings::Finding;
 use crate::ledger::scanner::{ScanOptions, ToolLedgerScan, ToolLedgerScanner};
-use crate::scan::{decode_row, is_tool_bearing, DecodeFailure, RunAcc};
+use crate::release::Rules;
+use crate::scan::{decode_row_with, is_tool_bearing, DecodeFailure, RunAcc};
 
 /// What the walk of one session computed.
 pub struct WalkParts {
@@ -27,10 +28,13 @@ pub struct SeqGap {
     pub missing: std::ops::Range<i64>,
 }
 
-/// Walks `rows` (in `invocation_id, event_seq, event_id` order).
-pub fn walk(rows: &[EventRow]) -> WalkParts {
+/// Walks `rows` (in `invocation_id, event_seq, event_id` order), decoded under `rules`.
+pub fn walk(rows: &[EventRow], rules: &Rules) -> WalkParts {
     // The exact mode: a session's rows are few, and it keeps every operation.
-    let mut scanner = ToolLedgerScanner::new(ScanOptions::default());
+    let mut scanner = ToolLedgerScanner::new(ScanOptions {
+        tool_dependencies: rules.scanner_tool_dependencies,
+        ..ScanOptions::default()
+    });
     let mut parts = WalkParts {
         scan: ToolLedgerScan::default(),
         runs: HashMap::new(),
@@ -63,7 +67,7 @@ pub fn walk(rows: &[EventRow]) -> WalkParts {
             });
         }
         expected = row.event_seq.saturating_add(1);
-        let decoded = decode_row(row);
+        let decoded = decode_row_with(row, &rules.decoder);
         let acc = parts
             .runs
             .entry((row.session_id.clone(), row.run_id.clone()))

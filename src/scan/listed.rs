@@ -157,8 +157,8 @@ pub fn claim_row_problem(row: &ClaimRow) -> Option<String> {
     };
     if parse(&row.target_run_header_json).is_none() {
         return Some(format!(
-            "Continuation claim {} target_run_header_json is not JSON",
-            row.claim_id
+            "Continuation claim {} {} is not JSON",
+            row.claim_id, row.target_column
         ));
     }
     let get = |v: &Json, k: &str| -> Option<Json> {
@@ -279,6 +279,7 @@ mod tests {
             source_prefix_digest: Some("sha256:ab".into()),
             target_session_id: "target".into(),
             target_run_header_json: Some("{}".into()),
+            target_column: "target_run_header_json",
         }
     }
 

@@ -83,6 +83,9 @@ pub struct RunAcc {
     pub terminals: Vec<(i64, RuntimeEvent)>,
     /// Last decodable row by `event_seq`: (seq, event id).
     pub tail: Option<(i64, String)>,
+    /// The turn of the run's invocation-opening fact, when one of its rows is one
+    /// (newer Maka: see `runs::assess_spine_run`).
+    pub opened: Option<String>,
 }
 
 impl RunAcc {
@@ -94,8 +97,18 @@ impl RunAcc {
         decoded: Option<&RuntimeEvent>,
     ) {
         self.add_row(invocation_id, event_seq, event_id, decoded.map(|e| e.ts));
+        if let Some(event) = decoded {
+            self.note_opening(event);
+        }
         if let Some(event) = decoded.filter(|e| e.is_terminal()) {
             self.terminals.push((event_seq, event.clone()));
+        }
+    }
+
+    /// Keeps the turn of an invocation-opening fact (not a partial one).
+    fn note_opening(&mut self, event: &RuntimeEvent) {
+        if !event.partial && matches!(event.content, Some(Content::InvocationOpened { .. })) {
+            self.opened = Some(event.turn_id.to_string_lossy());
         }
     }
 
@@ -171,6 +184,17 @@ pub trait ScanStore {
     fn journal(&mut self, operation_id: &str) -> Result<Vec<JournalRow>, DbError>;
     /// Every row of one run, in scan order.
     fn run_rows(&mut self, session_id: &str, run_id: &str) -> Result<Vec<EventRow>, DbError>;
+    /// The turn of the opening fact a migration shelved for `(session, run)` (newer
+    /// Maka's `runtime_legacy_invocation_openings`), when the store read them.
+    fn shelved_opening(&mut self, _session_id: &str, _run_id: &str) -> Option<String> {
+        None
+    }
+    /// Whether the file's run headers can be read at all (a newer Maka drops
+    /// `core_agent_runs.record_json`): when not, a run without an opening fact cannot
+    /// be judged.
+    fn headers_readable(&self) -> bool {
+        true
+    }
     /// Number of `core_agent_runs` rows (0 without the table).
     fn header_count(&mut self) -> Result<u64, DbError>;
     /// Every `(session, run)` of `core_agent_runs`, with its [`ScanStore::mark_walked`]
@@ -413,6 +437,36 @@ struct RunResult {
     state: runs::RunState,
 }
 
+impl RunResult {
+    /// A run without a header row that is not assessed (no report, no finding).
+    fn unassessed(s: String, r: String, state: runs::RunState) -> Self {
+        RunResult {
+            order: RunOrder::Orphan(s.clone(), r.clone()),
+            key: (s, r),
+            had_header: false,
+            findings: Vec::new(),
+            header_failure: None,
+            report: None,
+            header: None,
+            state,
+        }
+    }
+
+    /// A run judged without a header row.
+    fn without_header(s: String, r: String, report: RunReport, findings: Vec<Finding>) -> Self {
+        RunResult {
+            order: RunOrder::Orphan(s.clone(), r.clone()),
+            key: (s, r),
+            had_header: false,
+            findings,
+            header_failure: None,
+            state: report.state,
+            report: Some(report),
+            header: None,
+        }
+    }
+}
+
 /// Streams rows; see the module docs.
 pub struct Walker {
     /// The rules of the release that wrote the file.
@@ -453,6 +507,18 @@ pub struct Walker {
     /// Runs closed but not yet judged against their header brief, in closing order,
     /// while that happens elsewhere (see [`Walker::defer_run_checks`]).
     deferred_runs: Option<Vec<RunCheck>>,
+    /// The rules read what only a Maka newer than main writes.
+    newer: bool,
+    /// Events that only a Maka newer than main writes, by what they use
+    /// ([`crate::event::newer::newer_parts`]), and how many events.
+    newer_parts: std::collections::BTreeMap<&'static str, u64>,
+    newer_events: u64,
+    /// Runs judged off the event spine (their opening fact), by fingerprint.
+    spine_runs: HashSet<u128>,
+    /// Runs with events that neither a header nor an opening fact describes, where
+    /// headers cannot be read: by fingerprint, and the first few.
+    unjudged_runs: HashSet<u128>,
+    unjudged_sample: Vec<(String, String)>,
 }
 
 /// A closed run whose judgement (plainly terminal or not, from its header brief) is
@@ -506,6 +572,12 @@ impl Walker {
             vouched: 0,
             deferred: None,
             deferred_runs: None,
+            newer: false,
+            newer_parts: std::collections::BTreeMap::new(),
+            newer_events: 0,
+            spine_runs: HashSet::default(),
+            unjudged_runs: HashSet::default(),
+            unjudged_sample: Vec::new(),
         }
     }
 
@@ -556,8 +628,10 @@ impl Walker {
     /// first row.
     pub fn with_rules(mut self, rules: Rules) -> Walker {
         self.rules = rules;
+        self.newer = rules.decoder.is_newer_than_main();
         self.scanner = ToolLedgerScanner::new(ScannerOptions {
             dispatch_parent_refs: rules.dispatch_parent_refs,
+            tool_dependencies: rules.scanner_tool_dependencies,
             ..ScannerOptions::store_rows()
         });
         self
@@ -741,6 +815,14 @@ impl Walker {
             }
             Decoded::Event(event) => {
                 acc.add_row(&row.invocation_id, row.event_seq, id, Some(event.ts));
+                if self.newer {
+                    acc.note_opening(event);
+                    let parts = crate::event::newer::newer_parts(event);
+                    self.newer_events += u64::from(!parts.is_empty());
+                    for p in parts {
+                        *self.newer_parts.entry(p).or_default() += 1;
+                    }
+                }
                 if is_tool_bearing(event) {
                     self.inv_commits.insert(id.to_owned(), row.committed_at);
                 }
@@ -969,28 +1051,37 @@ impl Walker {
                 self.headers_found += 1;
                 assess_with_header(&row, acc, &self.rules.header)
             }
-            None if s == WORKSPACE_AUTHORITY_SESSION => RunResult {
-                order: RunOrder::Orphan(s.clone(), r.clone()),
-                key: (s, r),
-                had_header: false,
-                findings: Vec::new(),
-                header_failure: None,
-                report: None,
-                header: None,
-                state: runs::RunState::NoHeader,
-            },
+            None if s == WORKSPACE_AUTHORITY_SESSION => {
+                RunResult::unassessed(s, r, runs::RunState::NoHeader)
+            }
+            None if self.rules.runs_on_spine => {
+                let opened = acc.opened.clone().or_else(|| store.shelved_opening(&s, &r));
+                let fingerprint = self.run_fingerprint(&s, &r);
+                let (report, findings) = match opened {
+                    Some(turn) => {
+                        self.spine_runs.insert(fingerprint);
+                        runs::assess_spine_run(&s, &r, &turn, acc)
+                    }
+                    None => {
+                        match runs::assess_unopened_run(&s, &r, acc, store.headers_readable()) {
+                            Some(judged) => judged,
+                            None => {
+                                // Neither a header nor an opening fact says what the run is.
+                                if self.unjudged_runs.insert(fingerprint)
+                                    && self.unjudged_sample.len() < 3
+                                {
+                                    self.unjudged_sample.push((s.clone(), r.clone()));
+                                }
+                                return Ok(RunResult::unassessed(s, r, runs::RunState::NotJudged));
+                            }
+                        }
+                    }
+                };
+                RunResult::without_header(s, r, report, findings)
+            }
             None => {
                 let (report, findings) = runs::assess_orphan_run(&s, &r, acc);
-                RunResult {
-                    order: RunOrder::Orphan(s.clone(), r.clone()),
-                    key: (s, r),
-                    had_header: false,
-                    findings,
-                    header_failure: None,
-                    state: report.state,
-                    report: Some(report),
-                    header: None,
-                }
+                RunResult::without_header(s, r, report, findings)
             }
         })
     }
@@ -1022,6 +1113,8 @@ impl Walker {
     ) -> Result<ScanReport, DbError> {
         self.settle_deferred(store)?;
         self.close_invocation(store)?;
+        // Issues Maka's newer scanner finds once every event is scanned.
+        self.scanner.settle_dependencies();
         // Runs whose rows came back in a later invocation: from all their rows.
         for (s, r) in std::mem::take(&mut self.split_runs) {
             let had = self
@@ -1035,7 +1128,7 @@ impl Walker {
             self.run_results.retain(|x| !(x.key.0 == s && x.key.1 == r));
             let mut acc = RunAcc::default();
             for row in store.run_rows(&s, &r)? {
-                let decoded = decode_row(&row).ok();
+                let decoded = decode_row_with(&row, &self.rules.decoder).ok();
                 acc.add(
                     &row.invocation_id,
                     row.event_seq,
@@ -1234,10 +1327,37 @@ pub fn decode_row_as(
     row: &EventRowRef<'_>,
     rules: &DecoderRules,
 ) -> Result<Box<RuntimeEvent>, String> {
-    let event = decode_parts_with(decode_event_text_for_walk, row)?;
+    let event = match decode_parts_with(decode_event_text_for_walk, row) {
+        Ok(event) => event,
+        Err(e) => return decode_newer_row(row, rules, e).map(Box::new),
+    };
     match older_decoder_rejects(&row.payload_json, rules) {
         None => Ok(event),
         Some(e) => Err(e),
+    }
+}
+
+/// [`decode_row`] under the decoder rules of the file: main's decoder, then, for a
+/// file newer than every known generation, what newer Maka writes
+/// ([`crate::event::newer`]). Older releases' restrictions are the walk's
+/// ([`decode_row_as`]); replay reads their files with main's decoder.
+pub fn decode_row_with(row: &EventRow, rules: &DecoderRules) -> Result<RuntimeEvent, String> {
+    let row = row.borrowed();
+    decode_row_ref(&row).or_else(|e| decode_newer_row(&row, rules, e))
+}
+
+/// After main's decoder refused a row with `main_error`: the row read with what newer
+/// generations add, when the rules allow it and the payload uses it, identity checked
+/// as Maka's store checks it; else `main_error`.
+fn decode_newer_row(
+    row: &EventRowRef<'_>,
+    rules: &DecoderRules,
+    main_error: String,
+) -> Result<RuntimeEvent, String> {
+    match crate::event::newer::decode_newer(&row.payload_json, rules) {
+        None => Err(main_error),
+        Some(Err(e)) => Err(e),
+        Some(Ok(event)) => identity_matches(&event, row).map(|()| event),
     }
 }
 
@@ -1255,7 +1375,10 @@ fn decode_row_for_batch<'r>(
 ) -> (Result<Box<RuntimeEvent>, String>, Option<&'r str>) {
     let (event, raw_args) = match decode_event_text_for_batch(&row.payload_json) {
         Ok((event, raw_args)) => (Ok(event), raw_args),
-        Err(e) => (Err(e.to_string()), None),
+        Err(e) => (
+            decode_newer_row(row, rules, e.to_string()).map(Box::new),
+            None,
+        ),
     };
     let event = event.and_then(|e| identity_matches(&e, row).map(|()| e));
     match (event, older_decoder_rejects(&row.payload_json, rules)) {

@@ -91,6 +91,9 @@ struct Store<'a> {
     /// Gathered with the journal's digests, for the diagnosis (see
     /// [`crate::db::quarantine::JournalEventRefs`]).
     journal_refs: Option<Arc<crate::db::quarantine::JournalEventRefs>>,
+    /// Opening facts a newer Maka's migration shelved, `(session, run) → turn` (read
+    /// only under rules that judge runs off the event spine).
+    shelved: std::collections::HashMap<(String, String), String>,
 }
 
 /// Every decodable run header, reduced ([`HeaderBrief`]), sorted by a 128-bit key of
@@ -384,6 +387,17 @@ impl ScanStore for Store<'_> {
         let row = self.ws.operation_by_call(invocation_id, tool_call_id)?;
         Ok(if self.gone.operation(&row) { None } else { row })
     }
+    fn shelved_opening(&mut self, session_id: &str, run_id: &str) -> Option<String> {
+        if self.gone.session(session_id) {
+            return None;
+        }
+        self.shelved
+            .get(&(session_id.to_owned(), run_id.to_owned()))
+            .cloned()
+    }
+    fn headers_readable(&self) -> bool {
+        self.has_headers
+    }
     fn header_brief(&mut self, session_id: &str, run_id: &str) -> Option<&HeaderBrief> {
         self.briefs.as_ref()?.get(session_id, run_id)
     }
@@ -563,8 +577,9 @@ pub fn scan_workspace_without(
         .unwrap_or_else(|| crate::release::recognize(&schema).rules());
     let has = |t: &str| schema.tables.iter().any(|x| x == t);
     let has_sessions = has("session_metadata");
+    // A newer Maka's `core_agent_runs` holds no headers (no `record_json`).
     let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (
-        has("core_agent_runs"),
+        has("core_agent_runs") && ws.has_header_records()?,
         has("tool_operations"),
         has("tool_journal_events"),
         has("runtime_session_event_ordinals"),
@@ -656,6 +671,11 @@ pub fn scan_workspace_without(
             walked: Vec::new(),
             ordinals: None,
             journal_refs: None,
+            shelved: if rules.runs_on_spine {
+                ws.shelved_openings()?
+            } else {
+                Default::default()
+            },
         };
         let operation_rows = if has_operations {
             usize::try_from(ws.count_rows("tool_operations")?).unwrap_or(0)

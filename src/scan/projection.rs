@@ -53,6 +53,15 @@ pub fn issue_finding(issue: &LedgerIssue) -> Finding {
         IssueCode::EventOrderConflict => {
             format!("tool fact before the fact it depends on{call}{op}")
         }
+        IssueCode::ParentOperationMissing => {
+            format!("dispatch names a parent operation no dispatch bound{call}{op}")
+        }
+        IssueCode::ParentIdentityConflict => {
+            format!("dispatch's parent operation belongs to another tool call{call}{op}")
+        }
+        IssueCode::ParentDependencyCycle => {
+            format!("dispatch's operation is on a cycle of parent operations{call}{op}")
+        }
     };
     let mut f = Finding::new(issue.code.as_str(), what)
         .session(issue.session_id.to_string())

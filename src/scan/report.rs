@@ -66,6 +66,12 @@ pub struct Summary {
     pub unreadable_runs: usize,
     pub runs_awaiting_adoption: usize,
     pub unsettled_operations: usize,
+    /// Runtime events that only a Maka newer than main writes (read with the rules for
+    /// a file newer than every known generation; named in `newer_event_kinds`).
+    pub newer_events: u64,
+    /// Runs whose events neither a header nor an invocation-opening fact describes, in
+    /// a file whose headers cannot be read (named in `runs_not_judged`).
+    pub runs_not_judged: usize,
     /// The file equals a known Maka generation (any release, not only the newest).
     pub schema_current: bool,
     /// The file was read in place through its `-wal`, at one snapshot: commits made
@@ -159,6 +165,11 @@ pub(super) fn build(
         projection: projection_findings,
         supersession,
         events,
+        newer_parts,
+        newer_events,
+        spine_runs,
+        unjudged_runs,
+        unjudged_sample,
         ..
     } = walker;
     let scan = scanner.finish();
@@ -185,6 +196,7 @@ pub(super) fn build(
     for issue in &scan.issues {
         findings.push(super::projection::issue_finding(issue));
     }
+    findings.extend(newer_findings(&newer_parts, newer_events));
     findings.extend(seq_findings);
 
     // Runs in Maka's header order, then runs without a header by key.
@@ -213,6 +225,9 @@ pub(super) fn build(
         .filter(|r| r.state == super::runs::RunState::AwaitingAdoption)
         .count();
 
+    if !unjudged_runs.is_empty() {
+        findings.push(unjudged_finding(unjudged_runs.len(), &unjudged_sample));
+    }
     let unsettled_count = unsettled.len();
     findings.extend(unsettled.into_iter().map(|(_, f)| f));
 
@@ -277,7 +292,7 @@ pub(super) fn build(
         summary: Summary {
             events,
             sessions: tables.sessions,
-            runs: tables.runs,
+            runs: tables.runs + spine_runs.len(),
             operations: tables.operations,
             scanner_issues: scan.issues.len(),
             undecodable_events: decode_failures.len(),
@@ -285,6 +300,8 @@ pub(super) fn build(
             unreadable_runs: unreadable,
             runs_awaiting_adoption: adoptable,
             unsettled_operations: unsettled_count,
+            newer_events,
+            runs_not_judged: unjudged_runs.len(),
             schema_current: recognition.exact(),
             ..Summary::default()
         },
@@ -303,4 +320,51 @@ pub(super) fn build(
     };
     report.recount();
     report
+}
+
+/// One `newer_event_kinds` finding naming what newer Maka wrote, with counts (none
+/// when no event uses anything newer than main).
+fn newer_findings(
+    parts: &std::collections::BTreeMap<&'static str, u64>,
+    events: u64,
+) -> Option<Finding> {
+    if events == 0 {
+        return None;
+    }
+    let named: Vec<String> = parts.iter().map(|(k, n)| format!("{k} ({n})")).collect();
+    let noun = if events == 1 {
+        "event uses"
+    } else {
+        "events use"
+    };
+    Some(
+        Finding::new(
+            "newer_event_kinds",
+            format!(
+                "{events} runtime {noun} what only a Maka newer than main writes: {}",
+                named.join(", ")
+            ),
+        )
+        .with_detail(serde_json::json!({
+            "events": events,
+            "kinds": parts.iter().map(|(k, n)| ((*k).to_owned(), serde_json::json!(n))).collect::<serde_json::Map<_, _>>(),
+        })),
+    )
+}
+
+/// The one `runs_not_judged` finding: how many runs, and the first few.
+fn unjudged_finding(count: usize, sample: &[(String, String)]) -> Finding {
+    let named: Vec<String> = sample.iter().map(|(s, r)| format!("{s}/{r}")).collect();
+    let more = if count > sample.len() { ", ..." } else { "" };
+    let noun = if count == 1 { "run has" } else { "runs have" };
+    Finding::new(
+        "runs_not_judged",
+        format!(
+            "{count} {noun} runtime events but neither a readable header (this file's \
+             core_agent_runs has no record_json) nor an invocation-opening fact: whether \
+             they are stuck is not judged ({}{more})",
+            named.join(", ")
+        ),
+    )
+    .with_detail(serde_json::json!({ "runs": count }))
 }

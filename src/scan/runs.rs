@@ -36,6 +36,9 @@ pub enum RunState {
     HeaderUndecodable,
     /// Events without a header.
     NoHeader,
+    /// Events that neither a header nor an opening fact describes, in a file whose
+    /// headers cannot be read (a Maka newer than main): not judged.
+    NotJudged,
 }
 
 /// One run, for reports and repair planning.
@@ -52,6 +55,8 @@ pub struct RunReport {
     pub max_seq: i64,
     pub last_event_ts: Option<f64>,
     pub invocation_ids: Vec<String>,
+    /// Judged off the runtime event spine (its invocation-opening fact), not a header.
+    pub on_spine: bool,
 }
 
 fn header_view(h: &RunHeader) -> RunHeaderView {
@@ -164,6 +169,7 @@ pub fn assess_header_run(h: &RunHeader, acc: &RunAcc) -> (RunReport, Vec<Finding
         max_seq: acc.max_seq,
         last_event_ts: acc.last_ts,
         invocation_ids: acc.invocations.clone(),
+        on_spine: false,
     };
     (report, findings)
 }
@@ -177,17 +183,7 @@ pub fn assess_orphan_run(s: &str, r: &str, acc: &RunAcc) -> (RunReport, Vec<Find
         RunState::NoHeader
     };
     if acc.undecodable > 0 {
-        findings.push(
-            Finding::new(
-                "run_unreadable",
-                format!(
-                    "{} of {} rows of this run cannot be decoded",
-                    acc.undecodable, acc.rows
-                ),
-            )
-            .session(s)
-            .run(r),
-        );
+        findings.push(unreadable_finding(s, r, acc));
     }
     findings.push(
         Finding::new(
@@ -212,8 +208,140 @@ pub fn assess_orphan_run(s: &str, r: &str, acc: &RunAcc) -> (RunReport, Vec<Find
         max_seq: acc.max_seq,
         last_event_ts: acc.last_ts,
         invocation_ids: acc.invocations.clone(),
+        on_spine: false,
     };
     (report, findings)
+}
+
+/// Assesses a run that has no header but an invocation-opening fact (a Maka newer
+/// than main opens every run with one: in its events, or on the shelf its migration
+/// keeps), turn `turn`. There is no header status: the log alone says whether the run
+/// ended. It is stuck only when every row decodes and it has no terminal-looking event
+/// at all (what the newer start-up recovery fails closed, `app_restarted`); the
+/// terminal problems are judged as for a header run, against the opening's turn.
+pub fn assess_spine_run(s: &str, r: &str, turn: &str, acc: &RunAcc) -> (RunReport, Vec<Finding>) {
+    let f = |code: &'static str, msg: String| Finding::new(code, msg).session(s).run(r);
+    let matched: Vec<&(i64, RuntimeEvent)> = acc
+        .terminals
+        .iter()
+        .filter(|(_, e)| !e.partial && e.session_id == *s && e.run_id == *r && e.turn_id == *turn)
+        .collect();
+    let ids: Vec<String> = matched.iter().map(|(_, e)| e.id.to_string()).collect();
+    let mut findings = Vec::new();
+    let state = if acc.undecodable > 0 {
+        findings.push(unreadable_finding(s, r, acc));
+        RunState::Unreadable
+    } else if matched.len() > 1 {
+        findings.push(f(
+            "run_terminal_ambiguous",
+            format!("{} terminal events: {}", ids.len(), ids.join(", ")),
+        ));
+        RunState::Ambiguous
+    } else if let Some((seq, event)) = matched.first() {
+        let problem = if !event.status.is_some_and(EventStatus::is_terminal) {
+            Some((
+                RunState::TerminalWithoutStatus,
+                f(
+                    "run_terminal_without_status",
+                    "the only terminal event has no terminal status".into(),
+                ),
+            ))
+        } else if *seq < acc.max_seq {
+            Some((
+                RunState::TerminalNotTail,
+                f(
+                    "run_terminal_not_tail",
+                    format!(
+                        "terminal event is not the last event of the run (event_seq {} is)",
+                        acc.max_seq
+                    ),
+                ),
+            ))
+        } else {
+            None
+        };
+        match problem {
+            Some((state, mut x)) => {
+                x.event_id = ids.first().cloned();
+                findings.push(x);
+                state
+            }
+            None => RunState::Terminal,
+        }
+    } else if let Some((_, e)) = acc.terminals.first() {
+        let mut x = f(
+            "run_terminal_unusable",
+            "opened by its invocation-opening fact; the only terminal-looking events are \
+             partial or name another turn"
+                .into(),
+        );
+        x.event_id = Some(e.id.to_string());
+        findings.push(x);
+        RunState::TerminalUnusable
+    } else {
+        findings.push(f(
+            "run_stuck_running",
+            format!(
+                "opened by its invocation-opening fact (no header: a Maka newer than main \
+                 wrote it) and the log has no terminal event ({} events)",
+                acc.rows
+            ),
+        ));
+        RunState::Stuck
+    };
+    let report = RunReport {
+        state,
+        terminal_event_ids: ids,
+        on_spine: true,
+        ..header_undecodable_report(s, r, acc)
+    };
+    (report, findings)
+}
+
+/// A run with events but neither a header nor an opening fact, under rules that read
+/// runs off the spine: with readable headers, a run without its header (as for main);
+/// else a run with a row Maka cannot decode is unreadable (a fact), and any other is
+/// not judged (`None`: whether it is open is unknown).
+pub fn assess_unopened_run(
+    s: &str,
+    r: &str,
+    acc: &RunAcc,
+    headers_readable: bool,
+) -> Option<(RunReport, Vec<Finding>)> {
+    if headers_readable {
+        return Some(assess_orphan_run(s, r, acc));
+    }
+    if acc.undecodable == 0 {
+        return None;
+    }
+    let finding = unreadable_finding(s, r, acc);
+    let report = RunReport {
+        state: RunState::Unreadable,
+        ..header_undecodable_report(s, r, acc)
+    };
+    Some((report, vec![finding]))
+}
+
+/// The report of a run that neither a header nor an opening fact describes, in a
+/// source whose headers cannot be read: not judged.
+pub fn not_judged_report(s: &str, r: &str, acc: &RunAcc) -> RunReport {
+    RunReport {
+        state: RunState::NotJudged,
+        ..header_undecodable_report(s, r, acc)
+    }
+}
+
+/// `run_unreadable`: rows of the run that do not decode.
+fn unreadable_finding(s: &str, r: &str, acc: &RunAcc) -> Finding {
+    Finding::new(
+        "run_unreadable",
+        format!(
+            "{} of {} rows of this run cannot be decoded",
+            acc.undecodable, acc.rows
+        ),
+    )
+    .session(s)
+    .run(r)
 }
 
 /// The report of a run whose header does not decode.
@@ -229,6 +357,7 @@ pub fn header_undecodable_report(s: &str, r: &str, acc: &RunAcc) -> RunReport {
         max_seq: acc.max_seq,
         last_event_ts: acc.last_ts,
         invocation_ids: acc.invocations.clone(),
+        on_spine: false,
     }
 }
 
@@ -303,12 +432,23 @@ fn classified_state(
     Some((state, class))
 }
 
+/// What an in-memory walk needs to judge runs off the event spine (rules that read
+/// runs by their opening fact): the shelved openings, `(session, run) → turn`, and
+/// whether the source's headers can be read at all.
+pub struct Spine {
+    pub shelved: std::collections::HashMap<(String, String), String>,
+    pub headers_readable: bool,
+}
+
 /// Assesses every run of an in-memory walk (replay holds one session): headers in
 /// their order, then runs with events but no header (sorted), then undecodable headers.
+/// With `spine`, a run without a header but with an opening fact is judged off the
+/// spine, and one with neither, where headers cannot be read, is not judged.
 pub fn assess_runs(
     headers: &[RunHeader],
     header_failed: &std::collections::BTreeSet<(String, String)>,
     runs: &std::collections::HashMap<(String, String), RunAcc>,
+    spine: Option<&Spine>,
 ) -> (Vec<RunReport>, Vec<Finding>) {
     let empty = RunAcc::default();
     let mut reports = Vec::new();
@@ -335,7 +475,17 @@ pub fn assess_runs(
         .collect();
     orphans.sort_by(|a, b| a.0.cmp(b.0));
     for ((s, r), acc) in orphans {
-        let (rep, f) = assess_orphan_run(s, r, acc);
+        let opened = spine.and_then(|sp| {
+            acc.opened
+                .clone()
+                .or_else(|| sp.shelved.get(&(s.clone(), r.clone())).cloned())
+        });
+        let (rep, f) = match (spine, opened) {
+            (Some(_), Some(turn)) => assess_spine_run(s, r, &turn, acc),
+            (Some(sp), None) => assess_unopened_run(s, r, acc, sp.headers_readable)
+                .unwrap_or_else(|| (not_judged_report(s, r, acc), Vec::new())),
+            (None, _) => assess_orphan_run(s, r, acc),
+        };
         reports.push(rep);
         findings.extend(f);
     }

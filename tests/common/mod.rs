@@ -312,6 +312,7 @@ pub mod finalize;
 #[path = "../../benches/common/maka_bench.rs"]
 pub mod maka_bench;
 pub mod maka_tests;
+pub mod spine;
 pub mod writing;
 pub mod ws;
 
