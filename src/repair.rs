@@ -53,6 +53,7 @@ pub fn run(
     req: &WriteOptions,
     notes: &mut dyn Notes,
 ) -> Result<Repaired, UserError> {
+    crate::apply::refuse_newer(db, req.apply, notes)?;
     let shown = shown.to_owned();
     let now = req.now;
 
@@ -162,12 +163,13 @@ pub fn run(
     let state = After {
         tool_writes_refused: after.maka_gate.tool_writes_refused,
         startup_blocked: !startup_blockers(after, &applied.archived_after).is_empty()
-            || after.startup.as_ref().is_some_and(|s| !s.opens),
+            || after.startup.as_ref().is_some_and(|s| s.refused()),
         stuck_runs: after
             .runs
             .iter()
             .filter(|r| r.state == RunState::Stuck)
             .count(),
+        startup_unknown: false,
     };
     doc["after"] = after_json(&state);
     Ok(Repaired {

@@ -113,7 +113,13 @@ pub fn diagnose_workspace_with(
 /// (issue notes, 38): `startup_blocked` counts the composition's refusal, which no
 /// step changes, and the plan says so and what to do.
 fn amend_for_startup(d: &mut crate::diagnosis::Diagnosis, s: &crate::startup::Startup) {
-    if s.opens {
+    if !s.known() {
+        // A Maka newer than this wsledger wrote the file: its start-up is not known.
+        d.before.startup_unknown = true;
+        d.after.startup_unknown = true;
+        return;
+    }
+    if !s.refused() {
         return;
     }
     d.before.startup_blocked = true;

@@ -30,6 +30,7 @@ pub struct Request {
 /// Checks the bundles against `db` and plans `doctor restore`, and with `apply`
 /// carries it out; returns the document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    crate::apply::refuse_newer(db, req.write.apply, notes)?;
     // Excision bundles have their own restore.
     if let Some(excised) = excision_bundles(&req.bundles)? {
         return super::excised::run(db, &excised, &req.write, notes);

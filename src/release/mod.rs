@@ -15,6 +15,7 @@ pub mod advice;
 pub mod compat;
 pub mod repair_basis;
 pub mod rules;
+pub mod source;
 pub mod upgrade;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use std::sync::OnceLock;
 use crate::db::schema::SchemaDiff;
 use crate::db::SchemaFacts;
 
+pub use crate::db::KnownFrom;
 pub use rules::Rules;
 
 /// Every release tag the catalog knows, oldest first, then the main-branch build that
@@ -36,6 +38,7 @@ pub const RELEASES: &[&str] = &[
 pub const NEWEST_RELEASE: &str = "v0.1.11";
 
 const CATALOG: &str = include_str!("catalog.txt");
+const SOURCE_CATALOG: &str = include_str!("catalog-source.txt");
 
 /// One schema generation: what one or more consecutive releases write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +53,9 @@ pub struct Generation {
     /// The object sets this generation is found with: first as created fresh, then as
     /// left by migrating an older file (where that differs).
     pub variants: Vec<Variant>,
+    /// `Build` for the catalog of real files, `Source` for a generation composed from
+    /// the published steps (`source`).
+    pub known_from: KnownFrom,
 }
 
 /// One object set of a generation.
@@ -78,14 +84,18 @@ impl Generation {
             .unwrap_or("unknown")
     }
 
-    /// Position in release order (later generations are larger).
+    /// Position in release order (later generations are larger; every generation
+    /// known only from the sources comes after main).
     pub fn rank(&self) -> usize {
-        release_rank(self.newest()).unwrap_or(0)
+        match self.known_from {
+            KnownFrom::Build => release_rank(self.newest()).unwrap_or(0),
+            _ => RELEASES.len(),
+        }
     }
 
     /// Whether this is the main-branch build rather than a published release.
     pub fn is_main(&self) -> bool {
-        self.newest() == "main"
+        self.known_from == KnownFrom::Build && self.newest() == "main"
     }
 
     /// Whether the generation is older than the newest published release.
@@ -95,6 +105,9 @@ impl Generation {
 
     /// `v0.1.7 to v0.1.10`-style name for people.
     pub fn display(&self) -> String {
+        if self.known_from != KnownFrom::Build {
+            return format!("{} (published sources)", self.newest());
+        }
         match self.releases.len() {
             0 => "an unknown release".to_owned(),
             1 => self.releases[0].clone(),
@@ -105,7 +118,10 @@ impl Generation {
 
     /// The rules of the release that wrote this generation.
     pub fn rules(&self) -> Rules {
-        Rules::for_release(self.newest())
+        match self.known_from {
+            KnownFrom::Build => Rules::for_release(self.newest()),
+            _ => newer_file_rules(),
+        }
     }
 
     /// The fresh object set.
@@ -153,6 +169,30 @@ pub fn catalog() -> &'static [Generation] {
     PARSED.get_or_init(|| parse_catalog(CATALOG).expect("the bundled catalog parses (tested)"))
 }
 
+/// The published steps newer than main (`catalog-source.txt`).
+pub fn source_steps() -> &'static [source::SourceStep] {
+    static PARSED: OnceLock<Vec<source::SourceStep>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        source::parse_steps(SOURCE_CATALOG).expect("the bundled source catalog parses (tested)")
+    })
+}
+
+/// Every generation known only from Maka's published sources (see `source`).
+pub fn source_catalog() -> &'static [Generation] {
+    static COMPOSED: OnceLock<Vec<Generation>> = OnceLock::new();
+    COMPOSED.get_or_init(|| match catalog().last() {
+        Some(main) => source::compose(main, source_steps()),
+        None => Vec::new(),
+    })
+}
+
+/// The rules wsledger applies to a file newer than every generation verified against
+/// a build (`known_from` `source` or `none`). This is the one place that choice is
+/// made: main's rules, the newest verified, until rules for newer files exist.
+pub fn newer_file_rules() -> Rules {
+    Rules::for_release("main")
+}
+
 /// The generation a release tag wrote.
 pub fn generation_of(tag: &str) -> Option<&'static Generation> {
     catalog()
@@ -193,6 +233,7 @@ pub fn parse_catalog(text: &str) -> Result<Vec<Generation>, String> {
                     label: "fresh".to_owned(),
                     objects: BTreeMap::new(),
                 }],
+                known_from: KnownFrom::Build,
             });
             continue;
         }
@@ -321,6 +362,27 @@ pub struct Recognition {
     pub variant: &'static str,
     /// Empty when the file equals the generation.
     pub differences: Differences,
+    /// Where wsledger's knowledge of the file's generation comes from: `Build` unless
+    /// the file is ahead of main in some scope; then `Source` when every scope ahead
+    /// is at a version the sources state, else `None` (the newer scope decides).
+    pub known_from: KnownFrom,
+    /// The scopes in which the file is ahead of every generation verified against a
+    /// build (empty for a `Build` file).
+    pub newer_scopes: Vec<NewerScope>,
+}
+
+/// A scope in which a file is ahead of main, the newest generation verified against
+/// a build.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct NewerScope {
+    /// `runtime` (the runtime schema, `user_version`), a registry scope, or
+    /// `capability <name>`.
+    pub scope: String,
+    pub version: i64,
+    /// main's version of it (`null`: main has no such scope).
+    pub newest_verified: Option<i64>,
+    /// The newest version Maka's published sources state (`null`: none).
+    pub newest_stated: Option<i64>,
 }
 
 impl Recognition {
@@ -341,10 +403,89 @@ impl Recognition {
         }
     }
 
-    /// The rules the scan applies: the writer's, or the closest generation's.
+    /// The rules the scan applies: the writer's, or the closest generation's; for a
+    /// file newer than every verified generation, [`newer_file_rules`].
     pub fn rules(&self) -> Rules {
-        self.generation.rules()
+        match self.known_from {
+            KnownFrom::Build => self.generation.rules(),
+            _ => newer_file_rules(),
+        }
     }
+
+    /// Whether the file was written by a Maka newer than every build wsledger was
+    /// verified against (nothing may be written into it, and its start-up is not known).
+    pub fn is_newer(&self) -> bool {
+        self.known_from != KnownFrom::Build
+    }
+
+    /// The scopes ahead, for people: `runtime 15 where the newest known is 12, …`.
+    pub fn newer_words(&self) -> String {
+        self.newer_scopes
+            .iter()
+            .map(|n| match n.newest_verified {
+                Some(v) => format!("{} {} where the newest known is {v}", n.scope, n.version),
+                None => format!("{} {}, which no known build has", n.scope, n.version),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The scopes in which `facts` are ahead of main (the newest verified generation).
+fn newer_scopes(facts: &SchemaFacts) -> Vec<NewerScope> {
+    let Some(main) = catalog().last() else {
+        return Vec::new();
+    };
+    let stated = source::stated_versions(source_steps());
+    let newest_stated = |scope: &str| stated.get(scope).and_then(|v| v.last()).copied();
+    // A scope some older generation had (`automation`) is retired, not newer.
+    let ever = |scope: &str| {
+        catalog()
+            .iter()
+            .any(|g| g.registry.as_ref().is_some_and(|r| r.contains_key(scope)))
+    };
+    let mut out = Vec::new();
+    if facts.user_version > main.user_version {
+        out.push(NewerScope {
+            scope: "runtime".into(),
+            version: facts.user_version,
+            newest_verified: Some(main.user_version),
+            newest_stated: newest_stated("runtime"),
+        });
+    }
+    let main_registry = main.registry.clone().unwrap_or_default();
+    for (scope, &v) in facts.registry.iter().flatten() {
+        let known = main_registry.get(scope).copied();
+        let ahead = match known {
+            Some(k) => v > k,
+            None => !ever(scope),
+        };
+        let dup = out.iter().any(|n| n.scope == *scope && n.version == v);
+        if ahead && !dup {
+            out.push(NewerScope {
+                scope: scope.clone(),
+                version: v,
+                newest_verified: known,
+                newest_stated: newest_stated(scope),
+            });
+        }
+    }
+    let main_caps = main.capabilities.clone().unwrap_or_default();
+    for (cap, &v) in facts.capabilities.iter().flatten() {
+        let known = main_caps.get(cap).copied();
+        let ever = catalog()
+            .iter()
+            .any(|g| g.capabilities.as_ref().is_some_and(|c| c.contains_key(cap)));
+        if known.map_or(!ever, |k| v > k) {
+            out.push(NewerScope {
+                scope: format!("capability {cap}"),
+                version: v,
+                newest_verified: known,
+                newest_stated: None,
+            });
+        }
+    }
+    out
 }
 
 /// Compares a file's schema facts with one variant of a generation.
@@ -430,11 +571,20 @@ fn diff_pairs(
 /// wrote holds events an older decoder would call undecodable, which that store reads.
 /// A file newer than every known generation is measured against the newest schemas.
 pub fn recognize(facts: &SchemaFacts) -> Recognition {
+    let newer = newer_scopes(facts);
     let mut best: Option<Recognition> = None;
     let floor = facts
         .user_version
         .min(catalog().iter().map(|g| g.user_version).max().unwrap_or(0));
-    for g in catalog().iter().filter(|g| g.user_version >= floor) {
+    // A file ahead of main in some scope is measured against the source generations
+    // too; any other file against the verified ones only, as always.
+    let sources: &[Generation] = if newer.is_empty() {
+        &[]
+    } else {
+        source_catalog()
+    };
+    let candidates = catalog().iter().chain(sources);
+    for g in candidates.filter(|g| g.user_version >= floor) {
         for v in &g.variants {
             let d = differences(facts, g, v);
             let better = match &best {
@@ -449,11 +599,28 @@ pub fn recognize(facts: &SchemaFacts) -> Recognition {
                     generation: g,
                     variant: v.label.as_str(),
                     differences: d,
+                    known_from: KnownFrom::Build,
+                    newer_scopes: Vec::new(),
                 });
             }
         }
     }
-    best.expect("the catalog is not empty")
+    let mut r = best.expect("the catalog is not empty");
+    if !newer.is_empty() {
+        let stated = source::stated_versions(source_steps());
+        let all_stated = newer.iter().all(|n| {
+            stated
+                .get(n.scope.as_str())
+                .is_some_and(|v| v.contains(&n.version))
+        });
+        r.known_from = if r.exact() || all_stated {
+            KnownFrom::Source
+        } else {
+            KnownFrom::None
+        };
+        r.newer_scopes = newer;
+    }
+    r
 }
 
 #[cfg(test)]

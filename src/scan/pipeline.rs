@@ -567,7 +567,10 @@ pub fn scan_workspace_without(
     let rules = opts
         .rules
         .unwrap_or_else(|| crate::release::recognize(&schema).rules());
-    let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    // Tables are read by shape (`db::shape`): one of a shape wsledger does not read
+    // is treated as absent, and the report names it.
+    let readable = crate::db::shape::ReadableTables::of(&schema.objects);
+    let has = |t: &str| readable.reads(t);
     let has_sessions = has("session_metadata");
     let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (
         has("core_agent_runs"),
@@ -576,10 +579,13 @@ pub fn scan_workspace_without(
         has("runtime_session_event_ordinals"),
         has("core_agent_run_events"),
     );
-    if !has("runtime_events") {
+    if !schema.tables.iter().any(|t| t == "runtime_events") {
         return Err(DbError::NotAWorkspace {
             path: ws.path().to_path_buf(),
         });
+    }
+    if !has("runtime_events") {
+        return unread_ledger(ws, opts, schema);
     }
     let total = if opts.no_total { 0 } else { ws.event_count()? };
     let gone = Exclusion::read(ws, excluded, has_operations)?;
@@ -1091,6 +1097,35 @@ impl Pipeline {
     }
 }
 
+/// The report of a file whose `runtime_events` wsledger does not read (a shape no
+/// generation it knows defines): the schema's word and no ledger check at all (the
+/// report names the table, `ledger_not_read`).
+fn unread_ledger(
+    ws: &Workspace,
+    opts: ScanOptions,
+    schema: crate::db::SchemaFacts,
+) -> Result<ScanReport, DbError> {
+    let tables = super::Tables {
+        sessions: 0,
+        runs: 0,
+        operations: 0,
+        integrity: if opts.integrity {
+            Some(ws.quick_check()?)
+        } else {
+            None
+        },
+        schema,
+    };
+    let mut report = super::report::build(
+        Walker::new(),
+        tables,
+        super::Ordinals::default(),
+        Vec::new(),
+    );
+    report.summary.live_snapshot = ws.is_live();
+    Ok(report)
+}
+
 /// After the walk: the totals, the walker's end-of-scan work and the supersession
 /// groups' payload comparison.
 fn finish_scan(
@@ -1101,7 +1136,8 @@ fn finish_scan(
     walker: Walker,
     store: &mut Store<'_>,
 ) -> Result<ScanReport, DbError> {
-    let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let readable = crate::db::shape::ReadableTables::of(&schema.objects);
+    let has = |t: &str| readable.reads(t);
     let count = |t: &str| -> Result<usize, DbError> {
         Ok(if has(t) {
             ws.count_rows(t)? as usize

@@ -109,6 +109,13 @@ pub(super) fn attach_startup(
     facts: &StartupFacts,
 ) -> Result<(), DbError> {
     use crate::startup;
+    if report.workspace_release.known_from != crate::db::KnownFrom::Build {
+        // A Maka newer than this wsledger: what its start-up does is not known, so
+        // nothing is said to refuse or block it (issue notes, 41).
+        let r = crate::release::recognize(&ws.schema_facts()?);
+        report.startup = Some(startup::Startup::not_known(r.newer_words()));
+        return Ok(());
+    }
     let release = startup::writer_release(&report.workspace_release.rules);
     let Some(verdict) = startup::verdict(facts, release) else {
         return Ok(());

@@ -141,12 +141,17 @@ pub struct StrictRecovery {
 pub struct Startup {
     /// The release whose start-up this is (the one whose rules the scan applies).
     pub release: String,
-    pub opens: bool,
+    /// `null` when not known: the file was written by a Maka newer than every build
+    /// wsledger was verified against (see `not_known`).
+    pub opens: Option<bool>,
     pub migrations: Vec<Migration>,
     pub refusal: Option<Refusal>,
     pub strict_recovery: StrictRecovery,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_modelled: Option<String>,
+    /// Why whether Maka starts on the file is not known (issue notes, 41).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_known: Option<String>,
 }
 
 impl Startup {
@@ -155,7 +160,7 @@ impl Startup {
         let runs = v.opens;
         Startup {
             release: v.release,
-            opens: v.opens,
+            opens: Some(v.opens),
             migrations: v.migrations,
             refusal: v.refusal,
             strict_recovery: StrictRecovery {
@@ -164,12 +169,38 @@ impl Startup {
                 blockers,
             },
             not_modelled: v.not_modelled,
+            not_known: None,
         }
     }
 
-    /// "Maka would not start" (issue notes, 38).
+    /// The start-up of a file written by a Maka newer than this wsledger: not known
+    /// (nothing is modelled, so nothing is said to refuse or block). `why` names the
+    /// scopes ahead.
+    pub fn not_known(why: String) -> Startup {
+        Startup {
+            release: "newer".to_owned(),
+            opens: None,
+            migrations: Vec::new(),
+            refusal: None,
+            strict_recovery: StrictRecovery::default(),
+            not_modelled: None,
+            not_known: Some(why),
+        }
+    }
+
+    /// The writing build's composition refuses the file.
+    pub fn refused(&self) -> bool {
+        self.opens == Some(false)
+    }
+
+    /// Whether wsledger knows what Maka's start-up does with the file.
+    pub fn known(&self) -> bool {
+        self.opens.is_some()
+    }
+
+    /// "Maka would not start" (issue notes, 38); `false` when not known.
     pub fn blocked(&self) -> bool {
-        !self.opens || self.strict_recovery.blocked
+        self.refused() || self.strict_recovery.blocked
     }
 
     /// The one line the table output prints before the findings.
@@ -186,6 +217,9 @@ impl Startup {
     }
 
     fn verdict_words(&self) -> String {
+        if let Some(why) = &self.not_known {
+            return format!("not known: written by a Maka newer than this wsledger ({why})");
+        }
         let who = if self.release == "main" {
             "a Maka main-branch build".to_owned()
         } else {

@@ -311,6 +311,7 @@ pub mod finalize;
 #[path = "../../benches/common/maka_bench.rs"]
 pub mod maka_bench;
 pub mod maka_tests;
+pub mod newer;
 pub mod writing;
 pub mod ws;
 
