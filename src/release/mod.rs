@@ -375,8 +375,7 @@ pub struct Recognition {
 /// a build.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct NewerScope {
-    /// `runtime` (the runtime schema, `user_version`), a registry scope, or
-    /// `capability <name>`.
+    /// `runtime` (the runtime schema, `user_version`) or a registry scope.
     pub scope: String,
     pub version: i64,
     /// main's version of it (`null`: main has no such scope).
@@ -454,7 +453,19 @@ fn newer_scopes(facts: &SchemaFacts) -> Vec<NewerScope> {
         });
     }
     let main_registry = main.registry.clone().unwrap_or_default();
+    // A scope row that is not a scope name, or a version below zero, is damage (Maka
+    // calls it invalid), never a newer Maka's.
+    let valid = |scope: &str, v: i64| {
+        v >= 0
+            && scope.starts_with(|c: char| c.is_ascii_lowercase())
+            && scope
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
     for (scope, &v) in facts.registry.iter().flatten() {
+        if !valid(scope, v) {
+            continue;
+        }
         let known = main_registry.get(scope).copied();
         let ahead = match known {
             Some(k) => v > k,
@@ -467,21 +478,6 @@ fn newer_scopes(facts: &SchemaFacts) -> Vec<NewerScope> {
                 version: v,
                 newest_verified: known,
                 newest_stated: newest_stated(scope),
-            });
-        }
-    }
-    let main_caps = main.capabilities.clone().unwrap_or_default();
-    for (cap, &v) in facts.capabilities.iter().flatten() {
-        let known = main_caps.get(cap).copied();
-        let ever = catalog()
-            .iter()
-            .any(|g| g.capabilities.as_ref().is_some_and(|c| c.contains_key(cap)));
-        if known.map_or(!ever, |k| v > k) {
-            out.push(NewerScope {
-                scope: format!("capability {cap}"),
-                version: v,
-                newest_verified: known,
-                newest_stated: None,
             });
         }
     }
