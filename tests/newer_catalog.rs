@@ -108,15 +108,15 @@ fn build() -> String {
 
 #[test]
 fn source_catalog_is_what_the_builder_leaves() {
-    let want = build();
-    if std::env::var_os("WSLEDGER_WRITE_CATALOG").is_some() {
-        std::fs::write(CATALOG, &want).unwrap();
-    }
-    let have = std::fs::read_to_string(CATALOG).unwrap();
-    assert!(
-        have == want,
-        "{CATALOG} differs from what tests/common/newer.rs builds; regenerate with \
-         WSLEDGER_WRITE_CATALOG=1 cargo test --test newer_catalog"
+    let have = common::generated_file(
+        CATALOG,
+        &build(),
+        "what tests/common/newer.rs builds",
+        "newer_catalog",
+    );
+    assert_eq!(
+        wsledger::release::source::parse_steps(&have).unwrap(),
+        wsledger::release::source_steps()
     );
 }
 

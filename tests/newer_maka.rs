@@ -70,27 +70,29 @@ fn codes(doc: &Value) -> Vec<String> {
 /// Maka's scanner issues on the file (code, event, operation, tool call), as the
 /// library scan finds them.
 fn scanner_issues(db: &Path) -> Vec<common::Issue> {
-    let report = scan_path(
-        db,
-        ScanOptions {
-            all_runs: true,
-            ..ScanOptions::default()
-        },
-        &mut |_, _| {},
-    )
-    .unwrap();
-    report
-        .issues
-        .iter()
-        .map(|i| {
-            (
-                i.code.as_str().to_owned(),
-                i.event_id.to_string(),
-                i.operation_id.as_ref().map(ToString::to_string),
-                i.tool_call_id.as_ref().map(ToString::to_string),
-            )
-        })
-        .collect()
+    let options = ScanOptions {
+        all_runs: true,
+        ..ScanOptions::default()
+    };
+    common::scanner_issues(&scan_path(db, options, &mut |_, _| {}).unwrap())
+}
+
+/// Every writing command with `--apply` (`bundle`: one to restore).
+fn applies(bundle: &str) -> Vec<Vec<&str>> {
+    vec![
+        vec!["doctor", "finalize-runs", "--apply"],
+        vec!["doctor", "finalize-runs", "--apply", "--project-header"],
+        vec!["doctor", "excise", "--apply"],
+        vec![
+            "doctor",
+            "quarantine",
+            "--session",
+            HEALTHY_SESSION,
+            "--apply",
+        ],
+        vec!["doctor", "repair", "--apply"],
+        vec!["doctor", "restore", bundle, "--apply"],
+    ]
 }
 
 #[test]
@@ -216,20 +218,7 @@ fn a_bundle() -> (Ws, String) {
 #[test]
 fn every_apply_refuses_a_newer_file_and_changes_nothing() {
     let (_keep, bundle) = a_bundle();
-    let commands: Vec<Vec<&str>> = vec![
-        vec!["doctor", "finalize-runs", "--apply"],
-        vec!["doctor", "finalize-runs", "--apply", "--project-header"],
-        vec!["doctor", "excise", "--apply"],
-        vec![
-            "doctor",
-            "quarantine",
-            "--session",
-            HEALTHY_SESSION,
-            "--apply",
-        ],
-        vec!["doctor", "repair", "--apply"],
-        vec!["doctor", "restore", &bundle, "--apply"],
-    ];
+    let commands = applies(&bundle);
     for fixture in ["stuck-running", "corrupt-ledger", "healthy"] {
         for shape in SHAPES {
             let ws = built(fixture, shape);
@@ -378,25 +367,18 @@ fn shared_workspaces_in_every_newer_shape() {
     }
     dirs.sort();
     let (_keep, bundle) = a_bundle();
-    let applies: Vec<Vec<&str>> = vec![
-        vec!["doctor", "finalize-runs", "--apply", "--project-header"],
-        vec!["doctor", "excise", "--apply"],
-        vec![
-            "doctor",
-            "quarantine",
-            "--session",
-            HEALTHY_SESSION,
-            "--apply",
-        ],
-        vec!["doctor", "repair", "--apply"],
-        vec!["doctor", "restore", &bundle, "--apply"],
-    ];
+    let applies = applies(&bundle);
     let (mut files, mut not_built, mut status) = (0, Vec::new(), [0usize; 3]);
     let (mut issues_equal, mut refused, mut failures) = (0, 0, Vec::new());
     let mut by_known = std::collections::BTreeMap::<String, usize>::new();
+    let mut same_status = (0, Vec::new());
     for dir in &dirs {
         let release = dir.to_string_lossy().contains("maka-releases");
         let want = makas_issues(&verdict(dir)).unwrap();
+        let original = Ws::copy_db(&dir.join("runtime.sqlite"))
+            .run(&["doctor", "scan", "--format", "json"])
+            .status
+            .code();
         for shape in SHAPES {
             let name = format!("{} {}", dir.display(), shape.name);
             let ws = Ws::copy_db(&dir.join("runtime.sqlite"));
@@ -416,6 +398,16 @@ fn shared_workspaces_in_every_newer_shape() {
             if code == 2 {
                 failures.push(format!("{name}: exit 2: {}", stderr(&o)));
                 continue;
+            }
+            // Where runs are judged as before, the status is the file's before.
+            if !steps.contains(&Step::CoreExecution7) {
+                if Some(code) == original {
+                    same_status.0 += 1;
+                } else {
+                    same_status
+                        .1
+                        .push(format!("{name}: {original:?} before, {code} now"));
+                }
             }
             let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
             let known = doc["workspace_release"]["known_from"]
@@ -456,6 +448,14 @@ fn shared_workspaces_in_every_newer_shape() {
         status[0], status[1], status[2]
     );
     println!("scanner issues equal to Maka's verdict: {issues_equal} of {files}");
+    println!(
+        "exit status as before the migration, where runs are judged as before: {} of {}",
+        same_status.0,
+        same_status.0 + same_status.1.len()
+    );
+    for m in &same_status.1 {
+        println!("  {m}");
+    }
     println!(
         "--apply refused, file byte-identical, nothing created: {refused} of {}",
         files * applies.len()

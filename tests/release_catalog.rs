@@ -5,6 +5,8 @@
 //! Regenerate it after adding dumps with
 //! `WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -179,16 +181,7 @@ fn build() -> String {
 
 #[test]
 fn catalog_is_the_real_dumps() {
-    let want = build();
-    if std::env::var_os("WSLEDGER_WRITE_CATALOG").is_some() {
-        std::fs::write(CATALOG, &want).unwrap();
-    }
-    let have = std::fs::read_to_string(CATALOG).unwrap();
-    assert!(
-        have == want,
-        "{CATALOG} differs from the dumps; regenerate with \
-         WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog"
-    );
+    let have = common::generated_file(CATALOG, &build(), "the dumps", "release_catalog");
     assert_eq!(release::parse_catalog(&have).unwrap(), release::catalog());
 }
 
