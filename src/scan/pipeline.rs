@@ -532,6 +532,12 @@ pub fn scan_workspace(
     // The preview reads the same snapshot as the scan.
     let _snapshot = ws.read_snapshot()?;
     let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
+    if report.workspace_release.known_from != crate::db::KnownFrom::Build {
+        // A Maka newer than this wsledger: no build's start-up or upgrade to model, and
+        // nothing of the start-up model's tables is read (their shapes may be new).
+        super::startup::attach_not_known(ws, &mut report)?;
+        return Ok(report);
+    }
     let facts = ws.startup_facts()?;
     if opts.rules.is_none() {
         if let Some(preview) = super::release::upgrade_preview(ws, opts, &report, &facts)? {

@@ -99,6 +99,14 @@ pub fn startup_blockers(
     out
 }
 
+/// Sets `startup` for a file of a Maka newer than this wsledger: what its start-up does
+/// is not known, so nothing is said to refuse or block it (issue notes, 41).
+pub(super) fn attach_not_known(ws: &Workspace, report: &mut ScanReport) -> Result<(), DbError> {
+    let r = crate::release::recognize(&ws.schema_facts()?);
+    report.startup = Some(crate::startup::Startup::not_known(r.newer_words()));
+    Ok(())
+}
+
 /// Sets `startup` (`crate::startup`: the writing release's composition, then what the
 /// scan found about strict start-up recovery) and, when Maka refuses the file, its
 /// `startup_refused` finding first, without the findings that only restate a missing
@@ -109,13 +117,6 @@ pub(super) fn attach_startup(
     facts: &StartupFacts,
 ) -> Result<(), DbError> {
     use crate::startup;
-    if report.workspace_release.known_from != crate::db::KnownFrom::Build {
-        // A Maka newer than this wsledger: what its start-up does is not known, so
-        // nothing is said to refuse or block it (issue notes, 41).
-        let r = crate::release::recognize(&ws.schema_facts()?);
-        report.startup = Some(startup::Startup::not_known(r.newer_words()));
-        return Ok(());
-    }
     let release = startup::writer_release(&report.workspace_release.rules);
     let Some(verdict) = startup::verdict(facts, release) else {
         return Ok(());
