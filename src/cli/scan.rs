@@ -35,6 +35,10 @@ impl From<SeverityArg> for Severity {
 ///
 /// Read-only: the database and its `-wal` are never changed. The `maka_gate` part of
 /// the report covers the whole file whatever the filters.
+///
+/// A file written by a Maka newer than this wsledger gets one warning,
+/// `schema_newer_than_known`, naming the scopes ahead; its start-up is not known, and
+/// a table in a shape wsledger does not know is not read (`table_not_read`).
 #[derive(Debug, Args)]
 pub struct ScanArgs {
     /// Workspaces to scan (directories or database files); default: `--workspace`
