@@ -88,10 +88,34 @@ pub fn basis_refusal(basis: &Result<WriteBasis, Vec<String>>) -> Option<String> 
     basis.as_ref().err().map(|w| w.join("; "))
 }
 
+/// Refuses every write into a file written by a Maka newer than every build wsledger
+/// was verified against (issue notes, 41): with `apply`, an error before anything is
+/// read further or created; in a dry run, a note up front that `--apply` would refuse.
+/// Every writing command calls it first.
+pub fn refuse_newer(db: &Path, apply: bool, notes: &mut dyn Notes) -> Result<(), UserError> {
+    let Some(why) = newer_refusal_of(db)? else {
+        return Ok(());
+    };
+    if apply {
+        return Err(schema_refusal(db, &why));
+    }
+    notes.note(&format!("dry run: --apply would refuse this file: {why}"));
+    Ok(())
+}
+
+/// [`crate::release::repair_basis::newer_refusal`] of the file at `db`.
+fn newer_refusal_of(db: &Path) -> Result<Option<String>, UserError> {
+    let facts = Workspace::read(db, |ws| ws.schema_facts())?;
+    Ok(crate::release::repair_basis::newer_refusal(&facts))
+}
+
 /// What a dry run with something to write says: nothing was written, and what
 /// `--apply` would do (`to`: run again "to ..."), or why it would refuse this file.
 pub fn note_dry_run(notes: &mut dyn Notes, refusal: Option<&str>, to: &str) {
+    let newer = crate::release::repair_basis::NEWER_PREFIX;
     match refusal {
+        // Said up front already (`refuse_newer`).
+        Some(why) if why.starts_with(newer) => notes.note("dry run: nothing was written"),
         Some(why) => notes.note(&format!(
             "dry run: nothing was written; --apply would refuse this file: {why}"
         )),
@@ -173,9 +197,13 @@ pub fn apply<C: WritingCommand>(
     notes: &mut dyn Notes,
 ) -> Result<Applied<C::Written>, UserError> {
     let db = target.db;
-    // A file no repair may write is refused before anything (lock, backup) happens.
+    // A file no repair may write is refused before anything (lock, backup) happens; so
+    // is a file of a Maka newer than this wsledger, whatever the command.
     if let Some(why) = &target.schema_refusal {
         return Err(schema_refusal(db, why));
+    }
+    if let Some(why) = newer_refusal_of(db)? {
+        return Err(schema_refusal(db, &why));
     }
     // Every check that can refuse comes before anything is created.
     check_writable(db)?;
@@ -224,10 +252,18 @@ pub fn apply<C: WritingCommand>(
 /// The refusal of a repair on a file whose schema no repair may write (`why`: what
 /// `release::repair_basis::write_basis` found), before anything is created.
 pub fn schema_refusal(db: &Path, why: &str) -> UserError {
-    UserError::new(
-        format!("`{}` cannot be repaired in its schema: {why}", db.display()),
-        crate::db::write::SCHEMA_REFUSAL_HINT,
-    )
+    use crate::release::repair_basis::{NEWER_HINT, NEWER_PREFIX};
+    let hint = if why.starts_with(NEWER_PREFIX) {
+        NEWER_HINT
+    } else {
+        crate::db::write::SCHEMA_REFUSAL_HINT
+    };
+    let message = if why.starts_with(NEWER_PREFIX) {
+        format!("`{}`: nothing was written: {why}", db.display())
+    } else {
+        format!("`{}` cannot be repaired in its schema: {why}", db.display())
+    };
+    UserError::new(message, hint)
 }
 
 /// Backs the database up with SQLite's online backup API before the first write of a

@@ -238,6 +238,18 @@ codes! {
     "None for the release that wrote it: wsledger judges the file with that release's own rules. A newer Maka migrates it in place when it opens it, one way.",
     "The workspace was last opened by an older Maka release.",
     "Nothing is required. Before upgrading Maka, take a copy of the workspace folder: the migration is one way, and the Maka 0.1.5 and 0.1.6 desktop apps delete at start any workspace database whose schema is not exactly their own.";
+    "schema_newer_than_known", Warning, "the workspace was written by a Maka newer than every build this wsledger was verified against",
+    "wsledger judges only what it can read: the ledger (runtime_events and the two tool projections) and every table whose shape a generation it knows defines, with the rules of the newest verified build. Whether that Maka starts on the file is not known (`startup.opens` is null), so nothing says it refuses it; the exit status comes from the ledger findings alone. Every `--apply` refuses the file and changes nothing. `detail.scopes` lists each scope ahead (its version, the newest verified, the newest Maka's published sources state); `detail.known_from` is `source` when each is at a version those sources describe, else `none`.",
+    "The workspace was opened by a Maka build released (or built from main) after this wsledger; Maka migrates a workspace forward, one way, when it opens it.",
+    "Update wsledger to a version that knows this Maka. Until then let that Maka's own start-up recovery repair the file; `wsledger replay` still reads it. Never edit the schema to make an older tool accept it.";
+    "ledger_not_read", Error, "runtime_events has a shape no Maka generation wsledger knows defines: the ledger was not checked",
+    "wsledger reads a table only where its definition is one a known generation defines; without runtime_events it makes no ledger check at all, so nothing in the report speaks for the ledger.",
+    "A Maka newer than this wsledger changed the table, or a tool altered it.",
+    "Update wsledger to a version that knows this Maka; keep the file as it is (take a copy). Do not edit the schema by hand.";
+    "table_not_read", Warning, "a table wsledger reads has a shape it does not read, and was left out",
+    "wsledger reads a table only where its definition is one a known generation defines (verified against a build, or described by Maka's published sources with every column wsledger reads); any other is treated as absent and named once here. A tool projection left out is not compared with the log; run headers left out are not judged.",
+    "A Maka newer than this wsledger changed or replaced the table (e.g. run headers without `record_json`), or a tool altered it.",
+    "Update wsledger to a version that knows this table's shape; keep the file as it is. Reading around the table changes nothing in the file.";
     "startup_refused", Error, "Maka refuses to open this workspace: its workspace composition stops at a check",
     "Maka does not start on this file: the runtime host (and the desktop, which boots through it) throws while composing the session, agent-run and runtime stores, before any session is listed. `detail.reason` names the check, `detail.store` the store, `detail.maka_message` quotes Maka's error; `wsledger explain startup_refused` lists every reason.",
     "A file written by a newer Maka, a schema changed by hand or by another tool (a dropped table or index), legacy migration state a release left incomplete, or released data an upgrade cannot carry over.",

@@ -74,6 +74,7 @@ pub fn run_as(
     maka: Option<crate::startup::builds::Maka>,
     notes: &mut dyn Notes,
 ) -> Result<Repaired, UserError> {
+    crate::apply::refuse_newer(db, req.apply, notes)?;
     let shown = shown.to_owned();
     let now = req.now;
     let opts = ScanOptions {
@@ -267,6 +268,7 @@ pub fn run_as(
             .iter()
             .filter(|r| r.state == RunState::Stuck)
             .count(),
+        startup_unknown: false,
     };
     doc["after"] = after_json(&state);
     Ok(Repaired {

@@ -459,10 +459,11 @@ fn the_quarantine_plan_names_each_session_by_title() {
 
 #[test]
 fn a_plan_on_a_file_no_repair_may_write_says_its_steps_are_refused() {
-    // A column Maka never had: no known generation, and a repair table differs.
+    // A column Maka never had: no known generation, and a repair table differs (the
+    // journal: the ledger itself is still read, so there is a plan).
     let ws = Ws::copy("stuck-running");
     ws.conn()
-        .execute_batch("ALTER TABLE runtime_events ADD COLUMN extra TEXT")
+        .execute_batch("ALTER TABLE tool_journal_events ADD COLUMN extra TEXT")
         .unwrap();
     let doc = scan_doc(&ws.root());
     let why = doc["diagnosis"]["plan"]["refused"].as_str().unwrap();

@@ -98,18 +98,7 @@ fn every_real_workspace_gets_makas_verdict() {
 
         // Scanner issues: code, event id, operation/tool call ids, in Maka's order.
         let want = makas_issues(&v).unwrap();
-        let got: Vec<_> = report
-            .issues
-            .iter()
-            .map(|i| {
-                (
-                    i.code.as_str().to_owned(),
-                    i.event_id.to_string(),
-                    i.operation_id.as_ref().map(ToString::to_string),
-                    i.tool_call_id.as_ref().map(ToString::to_string),
-                )
-            })
-            .collect();
+        let got = common::scanner_issues(&report);
         check(
             "scanner issues",
             got == want,

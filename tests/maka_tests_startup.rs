@@ -88,9 +88,11 @@ fn makas_own_test_workspaces_get_makas_start_up_gate_and_issues() {
         // the `startup` object's refusal or strict recovery's blockers, nothing else.
         let st = &scan["startup"];
         let blocked_by_startup = st["opens"] == false || st["strict_recovery"]["blocked"] == true;
+        // Not known (a newer Maka wrote the file): `null` in both (issue notes, 41).
+        let want_blocked = (!st["opens"].is_null()).then_some(blocked_by_startup);
         check(
             "startup agrees with diagnosis.before.startup_blocked",
-            scan["diagnosis"]["before"]["startup_blocked"].as_bool() == Some(blocked_by_startup),
+            scan["diagnosis"]["before"]["startup_blocked"].as_bool() == want_blocked,
             format!("{st}, diagnosis: {}", scan["diagnosis"]["before"]),
         );
         let gate = &scan["maka_gate"];

@@ -5,6 +5,8 @@
 //! Regenerate it after adding dumps with
 //! `WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -177,24 +179,9 @@ fn build() -> String {
     out
 }
 
-/// The data file `path` is `want` (written first under `WSLEDGER_WRITE_CATALOG`);
-/// returns what it holds.
-fn generated(path: &str, want: &str) -> String {
-    if std::env::var_os("WSLEDGER_WRITE_CATALOG").is_some() {
-        std::fs::write(path, want).unwrap();
-    }
-    let have = std::fs::read_to_string(path).unwrap();
-    assert!(
-        have == want,
-        "{path} differs from the dumps; regenerate with \
-         WSLEDGER_WRITE_CATALOG=1 cargo test --test release_catalog"
-    );
-    have
-}
-
 #[test]
 fn catalog_is_the_real_dumps() {
-    let have = generated(CATALOG, &build());
+    let have = common::generated_file(CATALOG, &build(), "the dumps", "release_catalog");
     assert_eq!(release::parse_catalog(&have).unwrap(), release::catalog());
 }
 
@@ -396,7 +383,7 @@ fn build_derived() -> String {
 
 #[test]
 fn derived_texts_are_the_real_dumps() {
-    generated(DERIVED, &build_derived());
+    common::generated_file(DERIVED, &build_derived(), "the dumps", "release_catalog");
     // Every dump's text of every derived object is found again through the parsed data.
     for g in release::catalog() {
         let variants = wsledger::release::derived::texts_of(g);

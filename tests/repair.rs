@@ -296,7 +296,7 @@ fn repair_leaves_every_broken_release_workspace_clear() {
 fn a_file_no_repair_may_write_is_refused_before_anything_is_created() {
     let ws = Ws::copy("corrupt-ledger");
     let c = rusqlite::Connection::open(ws.db()).unwrap();
-    c.execute_batch("ALTER TABLE runtime_events ADD COLUMN extra TEXT")
+    c.execute_batch("ALTER TABLE tool_journal_events ADD COLUMN extra TEXT")
         .unwrap();
     drop(c);
     let before = ws.db_hash();

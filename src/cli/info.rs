@@ -11,7 +11,8 @@ use crate::info::workspace_info_as;
 /// start-up verdict), and
 /// Maka's tool-ledger gate state
 ///
-/// Read-only; the locks are probed, never taken, and nothing is created.
+/// Read-only; the locks are probed, never taken, and nothing is created. For a file of a
+/// Maka newer than this wsledger the start-up row says `not known`.
 #[derive(Debug, Args)]
 pub struct InfoArgs {
     #[command(flatten)]

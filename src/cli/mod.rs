@@ -51,7 +51,8 @@ Environment:
 ///
 /// wsledger reads a Maka workspace database (`runtime.sqlite`) and reports what is wrong
 /// with its runtime-event ledger, with Maka's own rules. It never changes the database
-/// unless a repair command is given `--apply`.
+/// unless a repair command is given `--apply`, and never a file written by a Maka newer
+/// than itself: there every `--apply` refuses, and whether Maka starts is not known.
 #[derive(Debug, Parser)]
 #[command(name = "wsledger", version, after_long_help = AFTER_HELP, propagate_version = true)]
 pub struct Cli {

@@ -39,6 +39,10 @@ impl From<SeverityArg> for Severity {
 /// Start-up is judged for the Maka build that wrote the file, or the one `--maka` names;
 /// the table says in one line under it where the other builds disagree (`other builds:
 /// …`), and a build whose desktop app deletes the file at start is warned of first.
+///
+/// A file written by a Maka newer than this wsledger gets one warning,
+/// `schema_newer_than_known`, naming the scopes ahead; its start-up is not known, and
+/// a table in a shape wsledger does not know is not read (`table_not_read`).
 #[derive(Debug, Args)]
 pub struct ScanArgs {
     /// Workspaces to scan (directories or database files); default: `--workspace`

@@ -160,10 +160,12 @@ fn event_row(r: &Row<'_>) -> rusqlite::Result<EventRow> {
     })
 }
 
-/// Whether the main database has table `name`. Asked several times per planned run:
-/// SQLite's in-memory schema answers, where a query of `sqlite_schema` would scan it.
+/// Whether the main database has table `name` in a shape wsledger reads (see
+/// [`super::shape`]; a table of another shape is read as if it were not there). Asked
+/// several times per planned run: SQLite's in-memory schema answers whether it is
+/// there, one cached point query its definition.
 pub(crate) fn has_table(c: &Connection, name: &str) -> rusqlite::Result<bool> {
-    c.table_exists(Some("main"), name)
+    Ok(super::shape::table_read(c, name)? == super::shape::TableRead::Read)
 }
 
 /// Whether `core_agent_runs` holds run headers: the table with its `record_json`

@@ -32,6 +32,7 @@ mod raw;
 pub mod rows;
 pub mod schema;
 pub mod session;
+pub mod shape;
 pub mod startup;
 pub mod tasks;
 pub mod write;
@@ -42,6 +43,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags};
 
 pub use rows::*;
+pub use shape::KnownFrom;
 
 /// How long a read waits for another connection's lock before giving up. Maka itself
 /// waits 5 s; a doctor should not hang longer than that.
@@ -841,25 +843,6 @@ mod tests {
         });
         assert!(matches!(r, Err(DbError::Corrupt { .. })));
         assert_eq!(reads, 1, "SQLite's locking already stood behind this read");
-    }
-
-    #[test]
-    fn a_table_is_asked_of_the_main_schema_only() {
-        let c = Connection::open_in_memory().unwrap();
-        c.execute_batch(
-            "CREATE TABLE tool_operations(x); CREATE VIEW core_agent_runs AS SELECT 1; \
-             CREATE TEMP TABLE session_metadata(x);",
-        )
-        .unwrap();
-        assert!(facts::has_table(&c, "tool_operations").unwrap());
-        // SQLite resolves names without regard to case, and so do the queries after.
-        assert!(facts::has_table(&c, "TOOL_OPERATIONS").unwrap());
-        assert!(!facts::has_table(&c, "core_agent_runs").unwrap(), "a view");
-        assert!(
-            !facts::has_table(&c, "session_metadata").unwrap(),
-            "a temp table"
-        );
-        assert!(!facts::has_table(&c, "runtime_events").unwrap());
     }
 
     #[test]

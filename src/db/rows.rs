@@ -714,22 +714,14 @@ impl Workspace {
         Ok(n > 0)
     }
 
-    /// Whether a table exists.
     /// Whether `core_agent_runs` holds run headers (see [`facts::has_header_records`]).
     pub fn has_header_records(&self) -> Result<bool, DbError> {
         super::facts::has_header_records(self.conn()).map_err(|e| self.err(&e))
     }
 
+    /// Whether a table exists in a shape wsledger reads (see [`super::shape`]).
     pub fn has_table(&self, name: &str) -> Result<bool, DbError> {
-        let n: i64 = self
-            .conn()
-            .query_row(
-                "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-                [name],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.err(&e))?;
-        Ok(n > 0)
+        super::facts::has_table(self.conn(), name).map_err(|e| self.err(&e))
     }
 }
 

@@ -252,11 +252,26 @@ pub struct RemedyPlan {
 }
 
 /// `diagnosis.after`: the workspace once every step ran.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct After {
     pub tool_writes_refused: bool,
     pub startup_blocked: bool,
     pub stuck_runs: usize,
+    /// Whether Maka starts is not known (a file of a Maka newer than this wsledger):
+    /// `startup_blocked` is then `null` in the JSON.
+    pub startup_unknown: bool,
+}
+
+impl Serialize for After {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut m = s.serialize_struct("After", 3)?;
+        m.serialize_field("tool_writes_refused", &self.tool_writes_refused)?;
+        let blocked = (!self.startup_unknown).then_some(self.startup_blocked);
+        m.serialize_field("startup_blocked", &blocked)?;
+        m.serialize_field("stuck_runs", &self.stuck_runs)?;
+        m.end()
+    }
 }
 
 /// The `diagnosis` object of the scan document.
@@ -612,11 +627,13 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         tool_writes_refused: report.maka_gate.tool_writes_refused,
         startup_blocked: !blockers.is_empty(),
         stuck_runs: stuck_now,
+        startup_unknown: false,
     };
     let after = After {
         tool_writes_refused: gate_after,
         startup_blocked: blockers.iter().any(|(s, _, _)| !handled(s)),
         stuck_runs: stuck_after,
+        startup_unknown: false,
     };
 
     let mut steps = Vec::new();

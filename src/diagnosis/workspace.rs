@@ -171,7 +171,13 @@ fn amend_for_startup(
     writer: &str,
     writer_blockers: &[(String, String, &'static str)],
 ) {
-    if s.opens {
+    if !s.known() {
+        // A Maka newer than this wsledger wrote the file: its start-up is not known.
+        d.before.startup_unknown = true;
+        d.after.startup_unknown = true;
+        return;
+    }
+    if !s.refused() {
         if s.strict_recovery.blocked {
             d.before.startup_blocked = true;
             let own = |b: &crate::startup::Blocker| {

@@ -54,6 +54,7 @@ pub fn session_json(p: &SessionPlan, bundle: Option<&Path>) -> Value {
 /// Plans `doctor excise` on `db`, and with `apply` carries it out; returns the
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    crate::apply::refuse_newer(db, req.write.apply, notes)?;
     let shown = db.display().to_string();
     let out_dir = req.bundle_dir(db, "excised")?;
     // Everything the plan is made from, at one snapshot.

@@ -42,6 +42,9 @@ pub fn run(
     mode: Mode,
     notes: &mut dyn Notes,
 ) -> Result<Finalized, UserError> {
+    if mode != Mode::Check {
+        crate::apply::refuse_newer(db, matches!(mode, Mode::Apply { .. }), notes)?;
+    }
     let planning = plan_finalize(db, opts)?;
     let mut plan = planning.plan;
     if !plan.plan.is_empty() {

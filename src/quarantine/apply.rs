@@ -227,6 +227,7 @@ fn read_quarantine(
 /// Plans `doctor quarantine` on `db`, and with `apply` carries it out; returns the
 /// document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    crate::apply::refuse_newer(db, req.write.apply, notes)?;
     let shown = db.display().to_string();
     let out_dir = req.bundle_dir(db, "quarantined")?;
     // Everything the plan is made from, at one snapshot.
@@ -260,7 +261,7 @@ pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, Use
     let after = state(&read.predicted, &basis.archived);
     let mut doc = basis.document("quarantine", &shown, sessions, after);
     // A quarantine changes no schema: Maka still refuses to open a file it refuses now.
-    if basis.report.startup.as_ref().is_some_and(|s| !s.opens) {
+    if basis.report.startup.as_ref().is_some_and(|s| s.refused()) {
         doc["after"]["startup_blocked"] = Value::Bool(true);
     }
     let blocked: Vec<String> = read

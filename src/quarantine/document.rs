@@ -17,11 +17,13 @@ use crate::scan::ScanReport;
 /// Gate and start-up state of a scan.
 pub fn state(report: &ScanReport, archived: &BTreeSet<String>) -> Value {
     let blockers = startup_blockers(report, archived);
+    // Not known for a file of a Maka newer than this wsledger (issue notes, 41).
+    let known = report.startup.as_ref().is_none_or(|s| s.known());
     json!({
         "tool_writes_refused": report.maka_gate.tool_writes_refused,
         // Maka refusing to open the file (`startup_refused`) blocks start-up too.
-        "startup_blocked": !blockers.is_empty()
-            || report.startup.as_ref().is_some_and(|s| !s.opens),
+        "startup_blocked": known.then(|| !blockers.is_empty()
+            || report.startup.as_ref().is_some_and(|s| s.refused())),
         "startup_blockers": blockers
             .iter()
             .map(|(s, r, c)| {

@@ -30,6 +30,7 @@ pub struct Request {
 /// Checks the bundles against `db` and plans `doctor restore`, and with `apply`
 /// carries it out; returns the document it prints.
 pub fn run(db: &Path, req: &Request, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    crate::apply::refuse_newer(db, req.write.apply, notes)?;
     // A rederive bundle is taken back on its own.
     if let Some((path, bundle)) = rederive_bundle(&req.bundles)? {
         return super::rederived::run(db, &path, &bundle, &req.write, notes);

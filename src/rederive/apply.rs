@@ -158,6 +158,7 @@ pub fn bundle_name(now: i64) -> String {
 /// Plans `doctor rederive` on `db` (named `shown`), and with `req.apply` carries it out;
 /// returns the document it prints.
 pub fn run(db: &Path, req: &WriteOptions, notes: &mut dyn Notes) -> Result<Value, UserError> {
+    crate::apply::refuse_newer(db, req.apply, notes)?;
     let shown = db.display().to_string();
     let (startup, outcome, prepared, binding) = Workspace::read(db, |ws| {
         let report = scan_workspace(ws, ScanOptions::default(), &mut |_, _| {})?;

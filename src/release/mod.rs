@@ -17,6 +17,7 @@ pub mod derived;
 pub mod maka02;
 pub mod repair_basis;
 pub mod rules;
+pub mod source;
 pub mod upgrade;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ use std::sync::OnceLock;
 use crate::db::schema::SchemaDiff;
 use crate::db::SchemaFacts;
 
+pub use crate::db::KnownFrom;
 pub use rules::Rules;
 
 /// Every release tag the catalog knows, oldest first, then the main-branch build that
@@ -37,7 +39,12 @@ pub const RELEASES: &[&str] = &[
 /// The newest published release: what users get when they upgrade today.
 pub const NEWEST_RELEASE: &str = "v0.1.11";
 
+/// The name wsledger gives the Maka that wrote a file newer than every generation it
+/// verified against a build (`workspace_release.rules`, `startup.release`).
+pub const NEWER: &str = "newer";
+
 const CATALOG: &str = include_str!("catalog.txt");
+const SOURCE_CATALOG: &str = include_str!("catalog-source.txt");
 
 /// One schema generation: what one or more consecutive releases write.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,6 +59,9 @@ pub struct Generation {
     /// The object sets this generation is found with: first as created fresh, then as
     /// left by migrating an older file (where that differs).
     pub variants: Vec<Variant>,
+    /// `Build` for the catalog of real files, `Source` for a generation composed from
+    /// the published steps (`source`).
+    pub known_from: KnownFrom,
 }
 
 /// One object set of a generation.
@@ -80,14 +90,18 @@ impl Generation {
             .unwrap_or("unknown")
     }
 
-    /// Position in release order (later generations are larger).
+    /// Position in release order (later generations are larger; every generation
+    /// known only from the sources comes after main).
     pub fn rank(&self) -> usize {
-        release_rank(self.newest()).unwrap_or(0)
+        match self.known_from {
+            KnownFrom::Build => release_rank(self.newest()).unwrap_or(0),
+            _ => RELEASES.len(),
+        }
     }
 
     /// Whether this is the main-branch build rather than a published release.
     pub fn is_main(&self) -> bool {
-        self.newest() == "main"
+        self.known_from == KnownFrom::Build && self.newest() == "main"
     }
 
     /// Whether the generation is older than the newest published release.
@@ -97,6 +111,9 @@ impl Generation {
 
     /// `v0.1.7 to v0.1.10`-style name for people.
     pub fn display(&self) -> String {
+        if self.known_from != KnownFrom::Build {
+            return format!("{} (published sources)", self.newest());
+        }
         match self.releases.len() {
             0 => "an unknown release".to_owned(),
             1 => self.releases[0].clone(),
@@ -107,7 +124,10 @@ impl Generation {
 
     /// The rules of the release that wrote this generation.
     pub fn rules(&self) -> Rules {
-        Rules::for_release(self.newest())
+        match self.known_from {
+            KnownFrom::Build => Rules::for_release(self.newest()),
+            _ => newer_file_rules(),
+        }
     }
 
     /// The fresh object set.
@@ -155,6 +175,30 @@ pub fn catalog() -> &'static [Generation] {
     PARSED.get_or_init(|| parse_catalog(CATALOG).expect("the bundled catalog parses (tested)"))
 }
 
+/// The published steps newer than main (`catalog-source.txt`).
+pub fn source_steps() -> &'static [source::SourceStep] {
+    static PARSED: OnceLock<Vec<source::SourceStep>> = OnceLock::new();
+    PARSED.get_or_init(|| {
+        source::parse_steps(SOURCE_CATALOG).expect("the bundled source catalog parses (tested)")
+    })
+}
+
+/// Every generation known only from Maka's published sources (see `source`).
+pub fn source_catalog() -> &'static [Generation] {
+    static COMPOSED: OnceLock<Vec<Generation>> = OnceLock::new();
+    COMPOSED.get_or_init(|| match catalog().last() {
+        Some(main) => source::compose(main, source_steps()),
+        None => Vec::new(),
+    })
+}
+
+/// The rules wsledger applies to a file newer than every generation verified against
+/// a build (`known_from` `source` or `none`). This is the one place that choice is
+/// made: the newest rules Maka's published sources confirm ([`Rules::newer_than_known`]).
+pub fn newer_file_rules() -> Rules {
+    Rules::newer_than_known()
+}
+
 /// The generation a release tag wrote.
 pub fn generation_of(tag: &str) -> Option<&'static Generation> {
     catalog()
@@ -195,6 +239,7 @@ pub fn parse_catalog(text: &str) -> Result<Vec<Generation>, String> {
                     label: "fresh".to_owned(),
                     objects: BTreeMap::new(),
                 }],
+                known_from: KnownFrom::Build,
             });
             continue;
         }
@@ -323,9 +368,26 @@ pub struct Recognition {
     pub variant: &'static str,
     /// Empty when the file equals the generation.
     pub differences: Differences,
-    /// The rules of a file whose versions are newer than every generation in the
-    /// catalog ([`rules_if_newer`]); `None` for any other file.
-    pub newer_rules: Option<Rules>,
+    /// Where wsledger's knowledge of the file's generation comes from: `Build` unless
+    /// the file is ahead of main in some scope; then `Source` when every scope ahead
+    /// is at a version the sources state, else `None` (the newer scope decides).
+    pub known_from: KnownFrom,
+    /// The scopes in which the file is ahead of every generation verified against a
+    /// build (empty for a `Build` file).
+    pub newer_scopes: Vec<NewerScope>,
+}
+
+/// A scope in which a file is ahead of main, the newest generation verified against
+/// a build.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct NewerScope {
+    /// `runtime` (the runtime schema, `user_version`) or a registry scope.
+    pub scope: String,
+    pub version: i64,
+    /// main's version of it (`null`: main has no such scope).
+    pub newest_verified: Option<i64>,
+    /// The newest version Maka's published sources state (`null`: none).
+    pub newest_stated: Option<i64>,
 }
 
 impl Recognition {
@@ -347,16 +409,91 @@ impl Recognition {
     }
 
     /// The rules the scan applies: the writer's, or the closest generation's; for a
-    /// file newer than every known generation, [`Rules::newer_than_known`]. The one
-    /// place a file's rules are chosen.
+    /// file newer than every verified generation ([`newer_file_rules`]). The one place
+    /// a file's rules are chosen.
     pub fn rules(&self) -> Rules {
-        self.newer_rules.unwrap_or_else(|| self.generation.rules())
+        match self.known_from {
+            KnownFrom::Build => self.generation.rules(),
+            _ => newer_file_rules(),
+        }
     }
 
-    /// Whether the file is newer than every generation the catalog knows.
-    pub fn newer_than_known(&self) -> bool {
-        self.newer_rules.is_some()
+    /// Whether the file was written by a Maka newer than every build wsledger was
+    /// verified against (nothing may be written into it, and its start-up is not known).
+    pub fn is_newer(&self) -> bool {
+        self.known_from != KnownFrom::Build
     }
+
+    /// The scopes ahead, for people: `runtime 15 where the newest known is 12, …`.
+    pub fn newer_words(&self) -> String {
+        self.newer_scopes
+            .iter()
+            .map(|n| match n.newest_verified {
+                Some(v) => format!("{} {} where the newest known is {v}", n.scope, n.version),
+                None => format!("{} {}, which no known build has", n.scope, n.version),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The scopes in which `facts` are ahead of main (the newest verified generation).
+fn newer_scopes(facts: &SchemaFacts) -> Vec<NewerScope> {
+    newer_scopes_of(facts.user_version, facts.registry.as_ref())
+}
+
+/// [`newer_scopes`] of a file's versions alone (a bundle records no schema objects).
+fn newer_scopes_of(user_version: i64, registry: Option<&BTreeMap<String, i64>>) -> Vec<NewerScope> {
+    let Some(main) = catalog().last() else {
+        return Vec::new();
+    };
+    let stated = source::stated_versions(source_steps());
+    let newest_stated = |scope: &str| stated.get(scope).and_then(|v| v.last()).copied();
+    // A scope some older generation had (`automation`) is retired, not newer.
+    let ever = |scope: &str| {
+        catalog()
+            .iter()
+            .any(|g| g.registry.as_ref().is_some_and(|r| r.contains_key(scope)))
+    };
+    let mut out = Vec::new();
+    if user_version > main.user_version {
+        out.push(NewerScope {
+            scope: "runtime".into(),
+            version: user_version,
+            newest_verified: Some(main.user_version),
+            newest_stated: newest_stated("runtime"),
+        });
+    }
+    let main_registry = main.registry.clone().unwrap_or_default();
+    // A scope row that is not a scope name, or a version below zero, is damage (Maka
+    // calls it invalid), never a newer Maka's.
+    let valid = |scope: &str, v: i64| {
+        v >= 0
+            && scope.starts_with(|c: char| c.is_ascii_lowercase())
+            && scope
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+    };
+    for (scope, &v) in registry.into_iter().flatten() {
+        if !valid(scope, v) {
+            continue;
+        }
+        let known = main_registry.get(scope).copied();
+        let ahead = match known {
+            Some(k) => v > k,
+            None => !ever(scope),
+        };
+        let dup = out.iter().any(|n| n.scope == *scope && n.version == v);
+        if ahead && !dup {
+            out.push(NewerScope {
+                scope: scope.clone(),
+                version: v,
+                newest_verified: known,
+                newest_stated: newest_stated(scope),
+            });
+        }
+    }
+    out
 }
 
 /// Compares a file's schema facts with one variant of a generation.
@@ -436,10 +573,10 @@ fn diff_pairs(
     }
 }
 
-/// Whether a file's versions are ahead of every generation the catalog knows: its
-/// `user_version`, or one registry scope's version, is higher than any generation's.
+/// Whether a file's versions are ahead of main, the newest generation verified against
+/// a build, in some scope ([`Recognition::is_newer`] without the schema objects).
 pub fn newer_than_every_generation(facts: &SchemaFacts) -> bool {
-    versions_newer_than_known(facts.user_version, facts.registry.as_ref())
+    !newer_scopes(facts).is_empty()
 }
 
 /// The rules for a file with these versions when they are newer than every
@@ -450,24 +587,7 @@ pub fn rules_if_newer(
     user_version: i64,
     registry: Option<&BTreeMap<String, i64>>,
 ) -> Option<Rules> {
-    versions_newer_than_known(user_version, registry).then(Rules::newer_than_known)
-}
-
-fn versions_newer_than_known(user_version: i64, registry: Option<&BTreeMap<String, i64>>) -> bool {
-    let gens = catalog();
-    if gens.iter().all(|g| user_version > g.user_version) {
-        return true;
-    }
-    let Some(registry) = registry else {
-        return false;
-    };
-    registry.iter().any(|(scope, v)| {
-        let known = gens
-            .iter()
-            .filter_map(|g| g.registry.as_ref()?.get(scope))
-            .max();
-        known.is_some_and(|k| v > k)
-    })
+    (!newer_scopes_of(user_version, registry).is_empty()).then(newer_file_rules)
 }
 
 /// Recognises the generation that wrote a file: the exact match, else the closest
@@ -476,11 +596,20 @@ fn versions_newer_than_known(user_version: i64, registry: Option<&BTreeMap<Strin
 /// wrote holds events an older decoder would call undecodable, which that store reads.
 /// A file newer than every known generation is measured against the newest schemas.
 pub fn recognize(facts: &SchemaFacts) -> Recognition {
+    let newer = newer_scopes(facts);
     let mut best: Option<Recognition> = None;
     let floor = facts
         .user_version
         .min(catalog().iter().map(|g| g.user_version).max().unwrap_or(0));
-    for g in catalog().iter().filter(|g| g.user_version >= floor) {
+    // A file ahead of main in some scope is measured against the source generations
+    // too; any other file against the verified ones only, as always.
+    let sources: &[Generation] = if newer.is_empty() {
+        &[]
+    } else {
+        source_catalog()
+    };
+    let candidates = catalog().iter().chain(sources);
+    for g in candidates.filter(|g| g.user_version >= floor) {
         for v in &g.variants {
             let d = differences(facts, g, v);
             let better = match &best {
@@ -495,14 +624,28 @@ pub fn recognize(facts: &SchemaFacts) -> Recognition {
                     generation: g,
                     variant: v.label.as_str(),
                     differences: d,
-                    newer_rules: None,
+                    known_from: KnownFrom::Build,
+                    newer_scopes: Vec::new(),
                 });
             }
         }
     }
-    let mut best = best.expect("the catalog is not empty");
-    best.newer_rules = rules_if_newer(facts.user_version, facts.registry.as_ref());
-    best
+    let mut r = best.expect("the catalog is not empty");
+    if !newer.is_empty() {
+        let stated = source::stated_versions(source_steps());
+        let all_stated = newer.iter().all(|n| {
+            stated
+                .get(n.scope.as_str())
+                .is_some_and(|v| v.contains(&n.version))
+        });
+        r.known_from = if r.exact() || all_stated {
+            KnownFrom::Source
+        } else {
+            KnownFrom::None
+        };
+        r.newer_scopes = newer;
+    }
+    r
 }
 
 #[cfg(test)]
@@ -577,11 +720,11 @@ mod tests {
         assert!(r.rules().decoder.is_main());
         // A file newer than every release is measured against the newest schemas,
         // and judged with the newest rules the published sources confirm.
-        assert!(!recognize(&facts).newer_than_known());
+        assert!(!recognize(&facts).is_newer());
         facts.user_version = 99;
         let r = recognize(&facts);
         assert_eq!(r.generation.user_version, 12);
-        assert!(r.newer_than_known());
+        assert!(r.is_newer());
         assert_eq!(r.rules(), Rules::newer_than_known());
     }
 

@@ -55,8 +55,38 @@ impl WriteBasis {
     }
 }
 
+/// How the refusal of a file written by a Maka newer than this wsledger begins (the
+/// writing commands give it its own hint, see `crate::apply::schema_refusal`).
+pub const NEWER_PREFIX: &str = "it was written by a Maka newer than this wsledger";
+
+/// What every writing command says instead of writing into a file whose schema
+/// wsledger knows only from Maka's published sources, or not at all.
+pub const NEWER_HINT: &str = "update wsledger to a version that knows this Maka, or let that \
+Maka's own start-up recovery run (it finalizes the runs it finds stuck); `wsledger replay` and \
+`wsledger doctor scan` still read the file";
+
+/// Why nothing may be written into this file because a Maka newer than every build
+/// wsledger was verified against wrote it (issue notes, 41), if so.
+pub fn newer_refusal(facts: &SchemaFacts) -> Option<String> {
+    let r = super::recognize(facts);
+    if !r.is_newer() {
+        return None;
+    }
+    Some(format!(
+        "{NEWER_PREFIX} ({}): its schema is {}, so wsledger writes nothing into it",
+        r.newer_words(),
+        match r.known_from {
+            crate::db::KnownFrom::Source => "known only from Maka's published sources",
+            _ => "newer than every generation wsledger knows",
+        }
+    ))
+}
+
 /// The schema basis of a repair on this file, or why a repair must refuse it.
 pub fn write_basis(facts: &SchemaFacts) -> Result<WriteBasis, Vec<String>> {
+    if let Some(why) = newer_refusal(facts) {
+        return Err(vec![why]);
+    }
     let r = super::recognize(facts);
     let g = r.generation;
     let releases = g.releases.clone();
@@ -113,10 +143,10 @@ pub fn write_basis(facts: &SchemaFacts) -> Result<WriteBasis, Vec<String>> {
 }
 
 /// Whether wsledger may write into a file of generation `g`: its rules were checked
-/// against that build's own code. Every catalog generation is today; the one place to
-/// ask (`workspace_release.known_from` is `"build"` exactly for these).
+/// against that build's own code (`known_from` `"build"`; the generations learned from
+/// Maka's published sources are not). The one place to ask.
 pub fn verified_against_build(g: &Generation) -> bool {
-    g.releases.iter().all(|r| super::release_rank(r).is_some())
+    g.known_from == super::KnownFrom::Build
 }
 
 /// The basis of a write into a file that is a known generation less derived objects

@@ -305,7 +305,7 @@ impl Rules {
     /// their columns are there, with main's header rules.
     pub const fn newer_than_known() -> Rules {
         Rules {
-            release: "newer",
+            release: super::NEWER,
             scanner_tool_dependencies: true,
             runs_on_spine: true,
             decoder: DecoderRules::NEWER_THAN_MAIN,

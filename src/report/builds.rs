@@ -41,6 +41,9 @@ fn outcome(s: &Startup, plural: bool, full: bool) -> String {
             r.reason.replace('_', " ")
         );
     }
+    if !s.known() {
+        return "not known".to_owned();
+    }
     if s.migrations.is_empty() {
         return format!("{} it as it is", verb("opens", "open"));
     }
@@ -117,11 +120,12 @@ pub fn render_compatibility(out: &mut dyn Write, rows: &[Startup]) -> io::Result
         .set_header(vec!["maka", "opens", "start-up", "desktop", "why"]);
     t.force_no_tty();
     for s in rows {
-        let (opens, why) = match &s.refusal {
-            Some(r) => ("REFUSES", format!("{}: \"{}\"", r.reason, r.maka_message)),
-            None => ("yes", outcome(s, false, true)),
+        let (opens, why) = match (&s.refusal, &s.not_known) {
+            (Some(r), _) => ("REFUSES", format!("{}: \"{}\"", r.reason, r.maka_message)),
+            (None, Some(newer)) => ("not known", format!("a Maka newer than wsledger ({newer})")),
+            (None, None) => ("yes", outcome(s, false, true)),
         };
-        let strict = if !s.opens {
+        let strict = if s.opens != Some(true) {
             "-".to_owned()
         } else if s.strict_recovery.blocked {
             format!("BLOCKED ({} blocker(s))", s.strict_recovery.blockers.len())

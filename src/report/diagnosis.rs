@@ -43,7 +43,9 @@ pub(super) fn state_line(a: &After) -> String {
         } else {
             "accepted"
         },
-        if a.startup_blocked {
+        if a.startup_unknown {
+            "not known"
+        } else if a.startup_blocked {
             "BLOCKED"
         } else {
             "not blocked"

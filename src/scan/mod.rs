@@ -1298,6 +1298,7 @@ fn assess_with_header(row: &HeaderRow, acc: &RunAcc, rules: &HeaderRules) -> Run
 }
 
 /// The ordinal findings' inputs.
+#[derive(Default)]
 pub struct Ordinals {
     pub events_without_ordinal: Vec<(String, String, String)>,
     pub ordinal_gaps: Vec<(String, i64, i64)>,

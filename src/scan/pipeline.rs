@@ -549,6 +549,12 @@ pub fn scan_workspace(
     // The preview reads the same snapshot as the scan.
     let _snapshot = ws.read_snapshot()?;
     let mut report = scan_workspace_without(ws, opts, &BTreeSet::new(), progress)?;
+    if report.workspace_release.known_from != crate::db::KnownFrom::Build {
+        // A Maka newer than this wsledger: its own start-up and any upgrade are not known;
+        // an older build named by `--maka` is judged by its checks of the versions alone.
+        super::startup::attach_not_known(ws, opts, &mut report)?;
+        return Ok(report);
+    }
     let facts = ws.startup_facts()?;
     if opts.rules.is_none() {
         super::startup::attach_builds(ws, opts, &mut report, &facts)?;
@@ -575,7 +581,10 @@ pub fn scan_workspace_without(
     let rules = opts
         .rules
         .unwrap_or_else(|| crate::release::recognize(&schema).rules());
-    let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    // Tables are read by shape (`db::shape`): one of a shape wsledger does not read
+    // is treated as absent, and the report names it.
+    let readable = crate::db::shape::ReadableTables::of(&schema.objects);
+    let has = |t: &str| readable.reads(t);
     let has_sessions = has("session_metadata");
     // A newer Maka's `core_agent_runs` holds no headers (no `record_json`).
     let (has_headers, has_operations, has_journal, has_ordinals, has_run_events) = (
@@ -585,10 +594,13 @@ pub fn scan_workspace_without(
         has("runtime_session_event_ordinals"),
         has("core_agent_run_events"),
     );
-    if !has("runtime_events") {
+    if !schema.tables.iter().any(|t| t == "runtime_events") {
         return Err(DbError::NotAWorkspace {
             path: ws.path().to_path_buf(),
         });
+    }
+    if !has("runtime_events") {
+        return unread_ledger(ws, opts, schema);
     }
     let total = if opts.no_total { 0 } else { ws.event_count()? };
     let gone = Exclusion::read(ws, excluded, has_operations)?;
@@ -1105,6 +1117,35 @@ impl Pipeline {
     }
 }
 
+/// The report of a file whose `runtime_events` wsledger does not read (a shape no
+/// generation it knows defines): the schema's word and no ledger check at all (the
+/// report names the table, `ledger_not_read`).
+fn unread_ledger(
+    ws: &Workspace,
+    opts: ScanOptions,
+    schema: crate::db::SchemaFacts,
+) -> Result<ScanReport, DbError> {
+    let tables = super::Tables {
+        sessions: 0,
+        runs: 0,
+        operations: 0,
+        integrity: if opts.integrity {
+            Some(ws.quick_check()?)
+        } else {
+            None
+        },
+        schema,
+    };
+    let mut report = super::report::build(
+        Walker::new(),
+        tables,
+        super::Ordinals::default(),
+        Vec::new(),
+    );
+    report.summary.live_snapshot = ws.is_live();
+    Ok(report)
+}
+
 /// After the walk: the totals, the walker's end-of-scan work and the supersession
 /// groups' payload comparison.
 fn finish_scan(
@@ -1115,7 +1156,8 @@ fn finish_scan(
     walker: Walker,
     store: &mut Store<'_>,
 ) -> Result<ScanReport, DbError> {
-    let has = |t: &str| schema.tables.iter().any(|x| x == t);
+    let readable = crate::db::shape::ReadableTables::of(&schema.objects);
+    let has = |t: &str| readable.reads(t);
     let count = |t: &str| -> Result<usize, DbError> {
         Ok(if has(t) {
             ws.count_rows(t)? as usize

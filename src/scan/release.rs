@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use crate::db::SchemaFacts;
+use crate::db::shape::{ReadableTables, Unread, LEDGER_TABLES};
+use crate::db::{KnownFrom, SchemaFacts};
 use crate::findings::Finding;
 use crate::release::{self, advice, Generation, Recognition};
 
@@ -24,6 +25,10 @@ pub struct WorkspaceRelease {
     pub variant: String,
     /// The release whose rules the scan applied.
     pub rules: String,
+    /// `build` (a generation verified against that build's own code), `source`
+    /// (learned only from Maka's published sources) or `none` (newer than every
+    /// generation wsledger knows); issue notes, 41.
+    pub known_from: KnownFrom,
 }
 
 impl WorkspaceRelease {
@@ -37,6 +42,7 @@ impl WorkspaceRelease {
             differences: r.differences.lines(),
             variant: r.variant.to_owned(),
             rules: r.rules().release.to_owned(),
+            known_from: r.known_from,
         }
     }
 
@@ -55,6 +61,31 @@ impl WorkspaceRelease {
                 format!("Maka {}", name(v))
             }
         };
+        match (self.known_from, self.exact) {
+            (KnownFrom::Source, true) => {
+                return format!(
+                    "written by a Maka newer than this wsledger, {} (known from Maka's \
+                     published sources; runtime schema {})",
+                    name(&self.matches),
+                    self.runtime_schema
+                )
+            }
+            (KnownFrom::Source, false) => {
+                return format!(
+                    "written by a Maka newer than this wsledger (runtime schema {}); each newer \
+                     scope is at a version Maka's published sources describe",
+                    self.runtime_schema
+                )
+            }
+            (KnownFrom::None, _) => {
+                return format!(
+                    "written by a Maka newer than every generation this wsledger knows (runtime \
+                     schema {})",
+                    self.runtime_schema
+                )
+            }
+            (KnownFrom::Build, _) => {}
+        }
         if self.exact {
             format!(
                 "written by {} (runtime schema {})",
@@ -77,6 +108,11 @@ impl WorkspaceRelease {
 /// `info` for an older release, warnings against the closest generation otherwise.
 pub fn schema_findings(r: &Recognition, facts: &SchemaFacts) -> Vec<Finding> {
     let g = r.generation;
+    if r.is_newer() {
+        // Differences from a generation the file is newer than say nothing useful: the
+        // scopes ahead do (and the tables not read, see `unread_findings`).
+        return vec![newer_than_known(r)];
+    }
     if r.exact() {
         if g.is_older_than_newest_release() {
             return vec![older_release(g, facts.user_version)];
@@ -123,6 +159,95 @@ pub fn schema_findings(r: &Recognition, facts: &SchemaFacts) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// `schema_newer_than_known` (warning): the file was written by a Maka newer than every
+/// build wsledger was verified against; which scopes are ahead, and what that means.
+fn newer_than_known(r: &Recognition) -> Finding {
+    let from = match r.known_from {
+        KnownFrom::Source if r.exact() => format!(
+            "its schema is the one Maka's published sources describe for {}",
+            r.generation.newest()
+        ),
+        KnownFrom::Source => {
+            "each newer scope is at a version Maka's published sources describe".to_owned()
+        }
+        _ => "no generation wsledger knows describes it".to_owned(),
+    };
+    let scopes: Vec<serde_json::Value> = r
+        .newer_scopes
+        .iter()
+        .map(|n| serde_json::to_value(n).unwrap_or_default())
+        .collect();
+    Finding::new(
+        "schema_newer_than_known",
+        format!(
+            "written by a Maka newer than this wsledger: {} (verified against a build); {from}. \
+             wsledger judges only what it can read: the ledger and the tables whose shape it \
+             knows; whether Maka starts on the file is not known, and nothing is written into it",
+            r.newer_words()
+        ),
+    )
+    .with_detail(serde_json::json!({
+        "known_from": r.known_from,
+        "scopes": scopes,
+    }))
+    .hint(
+        "Update wsledger to a version that knows this Maka. Until then let that Maka's own \
+         start-up recovery repair the file (every --apply refuses it); `wsledger replay` still \
+         reads it.",
+    )
+}
+
+/// One finding per table wsledger reads that is there and is not read: `ledger_not_read`
+/// (error) for `runtime_events` (no ledger check is made), `table_not_read` (warning)
+/// for the others.
+pub fn unread_findings(readable: &ReadableTables) -> Vec<Finding> {
+    readable
+        .unread
+        .iter()
+        .map(|(table, why)| {
+            let what = match why {
+                Unread::UnknownShape => {
+                    "its definition is not one any Maka generation wsledger knows defines"
+                        .to_owned()
+                }
+                Unread::ColumnsGone(cols) => format!(
+                    "it has the shape Maka's published sources describe, without the column(s) \
+                     {} that wsledger reads",
+                    cols.iter()
+                        .map(|c| format!("`{c}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let (code, then) = if table == "runtime_events" {
+                ("ledger_not_read", "no ledger check was made")
+            } else if table == "core_agent_runs" {
+                (
+                    "table_not_read",
+                    "runs are judged off the runtime event spine instead (each run's opening \
+                     fact and its terminal event), where they can be",
+                )
+            } else if LEDGER_TABLES.contains(&table.as_str()) {
+                (
+                    "table_not_read",
+                    "the ledger was checked without comparing this projection",
+                )
+            } else {
+                (
+                    "table_not_read",
+                    "what wsledger would read there is left out of the report",
+                )
+            };
+            Finding::new(code, format!("table `{table}` is not read: {what}; {then}"))
+                .with_detail(serde_json::json!({ "table": table }))
+                .hint(
+                    "Update wsledger to a version that knows this table's shape; nothing in the \
+                 file is changed by reading around it.",
+                )
+        })
+        .collect()
 }
 
 /// v0.1.2 and v0.1.3 keep transcripts as files in `sessions/` beside the database.

@@ -175,6 +175,10 @@ pub(super) fn build(
     let scan = scanner.finish();
     let recognition = crate::release::recognize(&tables.schema);
     let mut findings = schema_findings(&recognition, &tables.schema);
+    let readable = crate::db::shape::ReadableTables::of(&tables.schema.objects);
+    findings.extend(super::release::unread_findings(&readable));
+    // Run headers not read are named once (`table_not_read`), not once per run.
+    let headers_unread = readable.unread.iter().any(|(t, _)| t == "core_agent_runs");
     if let Some(lines) = &tables.integrity {
         if !(lines.len() == 1 && lines[0] == "ok") {
             for line in lines.iter().take(20) {
@@ -210,7 +214,12 @@ pub(super) fn build(
         findings.extend(r.header_failure.clone());
     }
     for r in &run_results {
-        findings.extend(r.findings.iter().cloned());
+        findings.extend(
+            r.findings
+                .iter()
+                .filter(|f| !(headers_unread && f.code == "run_header_missing"))
+                .cloned(),
+        );
     }
     let stuck = run_results
         .iter()

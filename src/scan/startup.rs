@@ -103,6 +103,67 @@ pub fn startup_blockers(
     out
 }
 
+/// The refusals of a build's checks of the versions, which come before anything else it
+/// reads (`crate::startup::reasons`).
+const VERSION_CHECKS: &[&str] = &["schema_newer", "schema_scope_unknown"];
+
+/// Sets `startup` for a file of a Maka newer than this wsledger: what its start-up does
+/// is not known, so nothing is said to refuse or block it (issue notes, 41).
+///
+/// Under `--maka`, a catalogued build is judged all the same where its own checks of
+/// the versions decide: they come first, read nothing but the versions, and refuse a
+/// scope newer than the build (a downgrade). What it would do past them is not known:
+/// the file's other shapes are a newer Maka's. Whether its desktop deletes the file
+/// compares versions only, so it is known too.
+pub(super) fn attach_not_known(
+    ws: &Workspace,
+    opts: ScanOptions,
+    report: &mut ScanReport,
+) -> Result<(), DbError> {
+    use crate::release::RELEASES;
+    use crate::startup::builds::Maka;
+    use crate::startup::Startup;
+    let why = crate::release::recognize(&ws.schema_facts()?).newer_words();
+    report.startup = Some(Startup::not_known(why.clone()));
+    let Some(maka) = opts.maka else {
+        return Ok(());
+    };
+    let facts = ws.startup_facts()?;
+    let judge = |build: &str| -> Startup {
+        let deletes = crate::startup::builds::desktop_deletes(&facts, build);
+        match crate::startup::verdict(&facts, build) {
+            Some(v)
+                if v.refusal
+                    .as_ref()
+                    .is_some_and(|r| VERSION_CHECKS.contains(&r.reason)) =>
+            {
+                Startup::new(v, Vec::new(), deletes)
+            }
+            _ => Startup::not_known_for(build, why.clone(), deletes),
+        }
+    };
+    match maka {
+        Maka::Build(b) => {
+            let s = judge(b);
+            let writer = crate::release::NEWER;
+            if let Some(f) = s
+                .refused()
+                .then(|| crate::startup::verdict(&facts, b))
+                .flatten()
+                .and_then(|v| crate::startup::refusal_finding(&v, writer))
+            {
+                report.findings.insert(0, f);
+                report.recount();
+            }
+            report.startup = Some(s);
+        }
+        Maka::All => {
+            report.compatibility = Some(RELEASES.iter().map(|b| judge(b)).collect());
+        }
+    }
+    Ok(())
+}
+
 /// Sets `startup` (`crate::startup`: the writing release's composition, then what the
 /// scan found about strict start-up recovery) and, when Maka refuses the file, its
 /// `startup_refused` finding first, without the findings that only restate a missing

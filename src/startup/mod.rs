@@ -144,7 +144,9 @@ pub struct Startup {
     /// The build whose start-up this is: by default the release whose rules the scan
     /// applies (the writer), else the one `--maka` names.
     pub release: String,
-    pub opens: bool,
+    /// `null` when not known: the file was written by a Maka newer than every build
+    /// wsledger was verified against (see `not_known`).
+    pub opens: Option<bool>,
     pub migrations: Vec<Migration>,
     pub refusal: Option<Refusal>,
     /// That build's desktop app deletes the database when it starts (v0.1.5, v0.1.6 and
@@ -153,6 +155,9 @@ pub struct Startup {
     pub strict_recovery: StrictRecovery,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_modelled: Option<String>,
+    /// Why whether Maka starts on the file is not known (issue notes, 41).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_known: Option<String>,
 }
 
 impl Startup {
@@ -162,7 +167,7 @@ impl Startup {
         let runs = v.opens;
         Startup {
             release: v.release,
-            opens: v.opens,
+            opens: Some(v.opens),
             migrations: v.migrations,
             refusal: v.refusal,
             desktop_deletes,
@@ -172,12 +177,46 @@ impl Startup {
                 blockers,
             },
             not_modelled: v.not_modelled,
+            not_known: None,
         }
     }
 
-    /// "Maka would not start" (issue notes, 38).
+    /// The start-up of a file written by a Maka newer than this wsledger: not known
+    /// (nothing is modelled, so nothing is said to refuse or block). `why` names the
+    /// scopes ahead.
+    pub fn not_known(why: String) -> Startup {
+        Startup::not_known_for(crate::release::NEWER, why, false)
+    }
+
+    /// [`Startup::not_known`] for a catalogued `build` judging such a file (`--maka`)
+    /// where its own checks of the versions do not decide. Whether its desktop deletes
+    /// the file is known all the same: it compares versions only.
+    pub fn not_known_for(build: &str, why: String, desktop_deletes: bool) -> Startup {
+        Startup {
+            release: build.to_owned(),
+            opens: None,
+            migrations: Vec::new(),
+            refusal: None,
+            desktop_deletes,
+            strict_recovery: StrictRecovery::default(),
+            not_modelled: None,
+            not_known: Some(why),
+        }
+    }
+
+    /// The writing build's composition refuses the file.
+    pub fn refused(&self) -> bool {
+        self.opens == Some(false)
+    }
+
+    /// Whether wsledger knows what Maka's start-up does with the file.
+    pub fn known(&self) -> bool {
+        self.opens.is_some()
+    }
+
+    /// "Maka would not start" (issue notes, 38); `false` when not known.
     pub fn blocked(&self) -> bool {
-        !self.opens || self.strict_recovery.blocked
+        self.refused() || self.strict_recovery.blocked
     }
 
     /// The one line the table output prints before the findings.
@@ -195,7 +234,10 @@ impl Startup {
 
     fn verdict_words(&self) -> String {
         let who = who(&self.release);
-        let mut words = self.composition_words(&who);
+        let mut words = match &self.not_known {
+            Some(why) => format!("not known: written by a Maka newer than this wsledger ({why})"),
+            None => self.composition_words(&who),
+        };
         if self.desktop_deletes {
             words.push_str(&format!(
                 "; its DESKTOP app DELETES this file when it starts ({})",
@@ -243,6 +285,7 @@ pub fn verdict(facts: &StartupFacts, release: &str) -> Option<Verdict> {
 pub fn who(build: &str) -> String {
     match build {
         "main" => "a Maka main-branch build".to_owned(),
+        crate::release::NEWER => "a Maka newer than this wsledger".to_owned(),
         builds::DEV_BUILD => format!("Maka build {build} (a 0.1.5 development build)"),
         _ => format!("Maka {build}"),
     }
@@ -270,6 +313,7 @@ pub fn desktop_warnings(
 pub fn who_short(build: &str) -> String {
     match build {
         "main" => "a Maka main-branch build".to_owned(),
+        crate::release::NEWER => "that Maka".to_owned(),
         _ => format!("Maka {build}"),
     }
 }

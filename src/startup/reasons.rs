@@ -313,6 +313,11 @@ pub fn advice_for(reason: &str, message: &str, judged: &str, writer: &str) -> St
     };
     let (judged_who, writer_who) = (super::who(judged), super::who(writer));
     match kind {
+        Advice::NewerMaka if writer == crate::release::NEWER => format!(
+            "this file was written by a Maka newer than every build wsledger knows: open it \
+             with that Maka or a newer one; do not edit the schema (Maka did not change the \
+             file, and wsledger cannot make it readable to {judged_who})"
+        ),
         Advice::NewerMaka if judged != writer => format!(
             "this file was written by a newer Maka ({writer_who}): open it with {} or newer; \
              do not edit the schema (Maka did not change the file, and wsledger cannot make \

@@ -194,6 +194,38 @@ pub fn makas_issues(verdict: &serde_json::Value) -> Option<Vec<Issue>> {
     )
 }
 
+/// The scanner issues of a scan, as [`makas_issues`] gives Maka's.
+pub fn scanner_issues(report: &wsledger::scan::ScanReport) -> Vec<Issue> {
+    report
+        .issues
+        .iter()
+        .map(|i| {
+            (
+                i.code.as_str().to_owned(),
+                i.event_id.to_string(),
+                i.operation_id.as_ref().map(ToString::to_string),
+                i.tool_call_id.as_ref().map(ToString::to_string),
+            )
+        })
+        .collect()
+}
+
+/// A file the tests generate (`path`, e.g. a catalog), compared with `want`: written
+/// first when `WSLEDGER_WRITE_CATALOG` is set. `from` says what it is generated from,
+/// `test` the test file that regenerates it. Returns the file's text.
+pub fn generated_file(path: &str, want: &str, from: &str, test: &str) -> String {
+    if std::env::var_os("WSLEDGER_WRITE_CATALOG").is_some() {
+        std::fs::write(path, want).unwrap();
+    }
+    let have = std::fs::read_to_string(path).unwrap();
+    assert!(
+        have == want,
+        "{path} differs from {from}; regenerate with \
+         WSLEDGER_WRITE_CATALOG=1 cargo test --test {test}"
+    );
+    have
+}
+
 /// A fresh temporary directory holding a copy of `<workspace>/runtime.sqlite` alone:
 /// the directory and the copy's path.
 pub fn copy_db(workspace: &Path) -> (tempfile::TempDir, PathBuf) {
@@ -312,6 +344,7 @@ pub mod finalize;
 #[path = "../../benches/common/maka_bench.rs"]
 pub mod maka_bench;
 pub mod maka_tests;
+pub mod newer;
 pub mod spine;
 pub mod writing;
 pub mod ws;

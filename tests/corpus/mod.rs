@@ -588,11 +588,16 @@ pub fn user_version_older() -> Built {
 }
 
 pub fn user_version_newer() -> Built {
-    // Maka refuses a newer runtime schema: start-up refused, exit 1.
-    schema_edit(
-        "PRAGMA user_version = 13",
-        1,
-        &["startup_refused", "schema_version_mismatch"],
+    // A runtime schema newer than main's (issue notes, 41): a newer Maka wrote it, so
+    // its start-up is not known and nothing says Maka refuses it; the healthy ledger
+    // exits 0, and every --apply refuses the file.
+    schema_edit("PRAGMA user_version = 13", 0, &["schema_newer_than_known"]).finalize(
+        Outcome::Plan { runs: 0 },
+        Outcome::error(
+            "runtime.sqlite",
+            "written by a Maka newer than this wsledger",
+            "update wsledger",
+        ),
     )
 }
 
@@ -1366,10 +1371,25 @@ pub fn stuck_run_extra_index() -> Built {
 }
 
 pub fn stuck_run_newer_user_version() -> Built {
-    stuck_run_off_main_elsewhere(
-        "PRAGMA user_version = 13",
-        &["schema_version_mismatch", "run_stuck_running"],
+    // Written by a Maka newer than this wsledger: the stuck run is found and planned,
+    // and --apply refuses the file before anything is created (issue notes, 41).
+    let (t, ws) = fixture("stuck-running");
+    edit(&ws.join("runtime.sqlite"), "PRAGMA user_version = 13");
+    let mut b = Built::new(
+        t,
+        ws,
+        Outcome::report(1, &["schema_newer_than_known", "run_stuck_running"]),
     )
+    .finalize(
+        Outcome::Plan { runs: 1 },
+        Outcome::error(
+            "runtime.sqlite",
+            "written by a Maka newer than this wsledger",
+            "update wsledger",
+        ),
+    );
+    b.session = STUCK_SESSION.to_owned();
+    b
 }
 
 /// stuck-running changed by `sql` outside the repair tables: the scan reports `codes`,
