@@ -415,3 +415,65 @@ fn the_plan_says_what_is_missing_and_that_nothing_is_lost() {
         out.stdout
     );
 }
+
+/// Every release's tool write inserts into both tool projections, so a missing one
+/// fails each tool write (`no such table`) although v0.1.2 to v0.1.10 open the file:
+/// the gate says so (`maka_gate.missing_table`), the plan's `rederive` step ends it,
+/// and where nothing can put the table back the plan leaves tool writes refused.
+#[test]
+fn a_missing_tool_table_fails_every_tool_write_until_it_is_put_back() {
+    let ws = dropped(
+        Path::new("fixtures/releases/v0.1.5/healthy/runtime.sqlite"),
+        &Drop::Object("table".into(), "tool_operations".into()),
+    );
+    let scan = json(&run(&ws, &["doctor", "scan", "--format", "json"]), "scan");
+    let gate = &scan["maka_gate"];
+    assert_eq!(gate["missing_table"], "tool_operations", "{gate}");
+    assert_eq!(gate["tool_writes_refused"], true, "{gate}");
+    assert_eq!(gate["first_issue"], Value::Null, "{gate}");
+    assert_eq!(scan["startup"]["opens"], true, "{}", scan["startup"]);
+    let d = &scan["diagnosis"];
+    assert_eq!(d["before"]["tool_writes_refused"], true, "{d}");
+    assert_eq!(d["after"]["tool_writes_refused"], false, "{d}");
+    let radius = d["blast_radius"].as_str().unwrap_or_default();
+    assert!(radius.contains("missing table tool_operations"), "{radius}");
+    let step = &d["plan"]["steps"][0];
+    assert_eq!(step["action"], "rederive", "{step}");
+    assert!(
+        step["fixes"]
+            .as_str()
+            .unwrap()
+            .contains("no longer fail on the missing table tool_operations"),
+        "{step}"
+    );
+    let table = run(&ws, &["doctor", "scan"]);
+    assert!(
+        table
+            .stdout
+            .contains("tool writes REFUSED in every session (table tool_operations is missing"),
+        "{}",
+        table.stdout
+    );
+    let repaired = run(&ws, &["doctor", "repair", "--apply", "--no-backup"]);
+    assert_eq!(repaired.status, 0, "{}", repaired.stderr);
+    assert!(
+        repaired.stdout.contains("put back table:tool_operations"),
+        "{}",
+        repaired.stdout
+    );
+    let after = json(&run(&ws, &["doctor", "scan", "--format", "json"]), "rescan");
+    assert_eq!(after["maka_gate"]["missing_table"], Value::Null);
+    assert_eq!(after["maka_gate"]["tool_writes_refused"], false);
+
+    // A table of primary data missing as well: nothing is put back, tool writes stay
+    // refused after the plan.
+    let both = dropped(
+        Path::new("fixtures/releases/v0.1.5/healthy/runtime.sqlite"),
+        &Drop::Object("table".into(), "tool_journal_events".into()),
+    );
+    Drop::Object("table".into(), "session_messages".into()).apply(&both.db());
+    let scan = json(&run(&both, &["doctor", "scan", "--format", "json"]), "both");
+    assert_eq!(scan["maka_gate"]["missing_table"], "tool_journal_events");
+    let d = &scan["diagnosis"];
+    assert_eq!(d["after"]["tool_writes_refused"], true, "{d}");
+}

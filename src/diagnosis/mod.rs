@@ -637,6 +637,9 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
     };
 
     let mut steps = Vec::new();
+    // Tool writes fail on a missing tool table until the `rederive` step puts it back
+    // (`amend_for_rederive`), whatever the steps before it do to the ledger.
+    let table_ok = report.maka_gate.missing_table.is_none();
     let gate_mid = report
         .issues
         .iter()
@@ -647,7 +650,7 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
         });
     if !excised.is_empty() {
         let mut fixes = Vec::new();
-        if before.tool_writes_refused && !gate_mid {
+        if before.tool_writes_refused && !gate_mid && table_ok {
             fixes.push("Maka's gate accepts tool writes again".to_owned());
         }
         if before.startup_blocked && !blockers.iter().any(|(s, _, _)| !excised.contains(s)) {
@@ -686,7 +689,7 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
             )
         });
         let mut fixes = Vec::new();
-        if before.tool_writes_refused && !after.tool_writes_refused {
+        if before.tool_writes_refused && !after.tool_writes_refused && table_ok {
             fixes.push("Maka's gate accepts tool writes again".to_owned());
         }
         if before.startup_blocked && !after.startup_blocked {
@@ -760,12 +763,18 @@ pub fn diagnose(input: &Input<'_>) -> Diagnosis {
                     x.code == "event_undecodable" || crate::findings::is_scanner_code(&x.code)
                 })
             })
-            .count()
-            .max(1);
-        format!(
-            "damage in {n} session(s) makes Maka refuse tool writes in all {sessions} session(s) \
-             of this workspace"
-        )
+            .count();
+        match (n, &report.maka_gate.missing_table) {
+            (0, Some(t)) => format!(
+                "the missing table {t} makes every tool write fail in all {sessions} \
+                 session(s) of this workspace"
+            ),
+            _ => format!(
+                "damage in {} session(s) makes Maka refuse tool writes in all {sessions} \
+                 session(s) of this workspace",
+                n.max(1)
+            ),
+        }
     });
 
     Diagnosis {

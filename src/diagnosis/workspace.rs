@@ -104,7 +104,12 @@ pub fn diagnose_workspace_with(
             excise: &excise,
         });
         let rederive = crate::rederive::plan_on(ws, report)?;
-        amend_for_rederive(&mut d, &rederive, shown);
+        amend_for_rederive(
+            &mut d,
+            &rederive,
+            report.maka_gate.missing_table.as_deref(),
+            shown,
+        );
         if let Some(s) = &report.startup {
             let writer_blockers = startup_blockers(report, &archived);
             amend_for_startup(
@@ -123,17 +128,28 @@ pub fn diagnose_workspace_with(
 /// back exactly: first, or, when the projections must be rebuilt from a ledger that
 /// holds damage, after the excision and quarantine (before finalize-runs). The steps'
 /// own refusal of a file missing a tool projection no longer holds: the repairs
-/// write in the release's schema, which the step completes.
+/// write in the release's schema, which the step completes. A missing tool table
+/// (`missing_table`) fails every tool write until this step puts it back: without the
+/// step, tool writes stay refused after the plan.
 fn amend_for_rederive(
     d: &mut crate::diagnosis::Diagnosis,
     rederive: &crate::rederive::Outcome,
+    missing_table: Option<&str>,
     shown: &str,
 ) {
     let Some(p) = rederive.planned() else {
+        if missing_table.is_some() {
+            d.after.tool_writes_refused = true;
+        }
         return;
     };
     let ws = crate::diagnosis::shell_quote(shown);
-    let (fixes, costs, undo) = crate::rederive::step_words(p);
+    let (mut fixes, costs, undo) = crate::rederive::step_words(p);
+    if let Some(t) = missing_table {
+        fixes.push_str(&format!(
+            "; tool writes no longer fail on the missing table {t}"
+        ));
+    }
     let step = crate::diagnosis::Step {
         action: "rederive",
         command: format!("wsledger doctor rederive --workspace {ws} --apply"),

@@ -21,7 +21,10 @@ pub fn render_info_table(out: &mut dyn Write, info: &InfoReport) -> std::io::Res
                 i.code,
                 sanitize(&i.event_id)
             ),
-            _ => "tool writes REFUSED".into(),
+            _ => match &info.maka_gate.missing_table {
+                Some(t) => format!("tool writes REFUSED (table {t} is missing)"),
+                None => "tool writes REFUSED".into(),
+            },
         }
     } else {
         "tool writes accepted".into()

@@ -51,6 +51,29 @@ pub fn render_repair(
             if let Some(b) = doc["backup"].as_str() {
                 writeln!(out, "  backup: {}", sanitize(b))?;
             }
+            if let Some(r) = doc["rederived"].as_object() {
+                let objects: Vec<&str> = r["objects"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                let mut what = objects.join(", ");
+                if r["registry_rows"].as_u64().unwrap_or(0) > 0 {
+                    let rows = format!("{} registry row(s)", r["registry_rows"]);
+                    what = if what.is_empty() {
+                        rows
+                    } else {
+                        format!("{what}, {rows}")
+                    };
+                }
+                writeln!(
+                    out,
+                    "  put back {}; bundle: {}",
+                    sanitize(&what),
+                    sanitize(r["bundle"].as_str().unwrap_or(""))
+                )?;
+            }
             for x in doc["excised"].as_array().into_iter().flatten() {
                 let from = crate::excise::conversation(
                     x["session_id"].as_str().unwrap_or(""),

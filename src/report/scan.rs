@@ -321,9 +321,23 @@ fn render_table(
             sanitize(&c.claim_id)
         )?;
     } else if g.tool_writes_refused {
-        let why = match (&g.decode_failure, &g.first_issue) {
-            (Some(d), _) => format!("decode failure at event {}", sanitize(&d.event_id)),
-            (None, Some(i)) => format!("first issue {} at event {}", i.code, sanitize(&i.event_id)),
+        let ledger = match (&g.decode_failure, &g.first_issue) {
+            (Some(d), _) => Some(format!("decode failure at event {}", sanitize(&d.event_id))),
+            (None, Some(i)) => Some(format!(
+                "first issue {} at event {}",
+                i.code,
+                sanitize(&i.event_id)
+            )),
+            (None, None) => None,
+        };
+        // A missing tool table fails each tool write on its own (`no such table`).
+        let table = g
+            .missing_table
+            .as_ref()
+            .map(|t| format!("table {t} is missing: each tool write fails"));
+        let why = match (ledger, table) {
+            (Some(l), Some(t)) => format!("{l}; {t}"),
+            (Some(one), None) | (None, Some(one)) => one,
             (None, None) => "unknown".into(),
         };
         writeln!(

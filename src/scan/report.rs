@@ -39,6 +39,12 @@ pub struct MakaGate {
     pub plain_appends_refused: bool,
     /// The first continuation-claim row that refuses every append (`null` when none).
     pub claim_failure: Option<GateClaimFailure>,
+    /// A tool projection table (`tool_operations`, `tool_journal_events`) that the
+    /// file's release defines and the file lacks (`null` when both are there). Every
+    /// release's tool write inserts into both, so each one fails (`no such table`):
+    /// `tool_writes_refused` is then true whatever the ledger holds. The releases up
+    /// to v0.1.10 open such a file all the same; `doctor rederive` puts the table back.
+    pub missing_table: Option<String>,
 }
 
 /// `maka_gate.claim_failure`.
@@ -266,8 +272,11 @@ pub(super) fn build(
     findings.extend(projection_findings.into_iter().map(|(_, f)| f));
     findings.extend(extra_operations);
 
+    let missing_table = missing_tool_table(&recognition);
     let maka_gate = MakaGate {
-        tool_writes_refused: !decode_failures.is_empty() || !scan.issues.is_empty(),
+        tool_writes_refused: !decode_failures.is_empty()
+            || !scan.issues.is_empty()
+            || missing_table.is_some(),
         first_issue: if decode_failures.is_empty() {
             scan.issues.first().map(|i| GateIssue {
                 code: i.code.as_str().to_owned(),
@@ -284,6 +293,7 @@ pub(super) fn build(
         }),
         plain_appends_refused: false,
         claim_failure: None,
+        missing_table,
     };
 
     let mut runs = Vec::new();
@@ -362,6 +372,25 @@ fn newer_findings(
 }
 
 /// The one `runs_not_judged` finding: how many runs, and the first few.
+/// The first tool projection table the closest known release defines and the file
+/// lacks (`maka_gate.missing_table`). A file newer than wsledger is not judged so: its
+/// differences from an older generation say nothing of what its Maka writes.
+fn missing_tool_table(r: &crate::release::Recognition) -> Option<String> {
+    if r.is_newer() {
+        return None;
+    }
+    ["tool_operations", "tool_journal_events"]
+        .into_iter()
+        .find(|t| {
+            r.differences
+                .objects
+                .missing
+                .iter()
+                .any(|k| k.strip_prefix("table:") == Some(*t))
+        })
+        .map(str::to_owned)
+}
+
 fn unjudged_finding(count: usize, sample: &[(String, String)]) -> Finding {
     let named: Vec<String> = sample.iter().map(|(s, r)| format!("{s}/{r}")).collect();
     let more = if count > sample.len() { ", ..." } else { "" };
