@@ -2,11 +2,13 @@
 //! operational terminal event, and continuation prefix digests (no real fixture has
 //! these shapes).
 
+use serde_json::json;
+
 use super::digest::{prefix_digest, PrefixIdentity};
 use super::input::{ClaimRow, RunEventRow};
 use super::*;
-use crate::db::HeaderRow;
-use crate::event::decode_event_text;
+use crate::db::{EventRow, HeaderRow};
+use crate::event::{decode_event_text, RuntimeEvent};
 
 const S: &str = "sess-1";
 const R: &str = "run-1";
@@ -300,28 +302,4 @@ fn continuation_claims_are_checked_against_the_recomputed_prefix() {
     // A claim pinning more events than the run has.
     let r = with(claim(&good, 5));
     assert_eq!(codes(&r)[0].0, "continuation_prefix_unreadable");
-}
-
-#[test]
-fn a_gap_is_excised_only_when_every_skipped_seq_is_in_a_bundle() {
-    let gap = |start: i64, end: i64| walk::SeqGap {
-        finding: crate::findings::Finding::new("event_seq_gap", ""),
-        invocation_id: "inv".into(),
-        missing: start..end,
-    };
-    let mut excised = std::collections::BTreeMap::new();
-    excised.insert(("inv".to_owned(), 2), "b1".to_owned());
-    excised.insert(("inv".to_owned(), 3), "b2".to_owned());
-    let one = excised_gap(&excised, &gap(2, 3)).unwrap();
-    assert!(one.contains("event_seq 2 was excised into b1"), "{one}");
-    let two = excised_gap(&excised, &gap(2, 4)).unwrap();
-    assert!(
-        two.contains("event_seq 2, 3 were excised into b1, b2"),
-        "{two}"
-    );
-    assert_eq!(excised_gap(&excised, &gap(2, 5)), None);
-    assert_eq!(excised_gap(&excised, &gap(3, 3)), None);
-    // Seqs far apart (a hostile log) are neither walked nor overflowed.
-    assert_eq!(excised_gap(&excised, &gap(-4, i64::MAX)), None);
-    assert_eq!(excised_gap(&excised, &gap(i64::MIN, i64::MAX)), None);
 }
