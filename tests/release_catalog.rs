@@ -113,20 +113,11 @@ fn build() -> String {
             }),
         }
     }
-    let mut migrated: Vec<_> = std::fs::read_dir(Path::new(DUMPS).join("migrated"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    migrated.sort();
-    for path in migrated {
-        let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
-        let (from, to) = stem.split_once("-by-").unwrap();
-        let to = if to.starts_with("main") { "main" } else { to };
+    for (path, stem, from, to) in migrated_dumps() {
         let Some(dump) = load(&path) else { continue };
         let g = gens
             .iter_mut()
-            .find(|g| g.releases.iter().any(|r| r == to))
+            .find(|g| g.releases.contains(&to))
             .unwrap();
         assert_eq!(dump.user_version, g.dump.user_version, "{stem}");
         assert_eq!(dump.registry, g.dump.registry, "{stem}: registry");
@@ -297,6 +288,27 @@ fn texts(path: &Path) -> Option<BTreeMap<String, String>> {
 /// The text file of every object `doctor rederive` may put back, per generation, as
 /// each dump of it holds it; and of the other objects whose text tells two dumps of a
 /// generation apart (see `src/release/derived.rs`).
+/// The dumps of files migrated by a later release, in name order: `(path, stem, the
+/// release that wrote the file, the release that migrated it)` (`<from>-by-<to>.json`).
+fn migrated_dumps() -> Vec<(std::path::PathBuf, String, String, String)> {
+    let mut migrated: Vec<_> = std::fs::read_dir(Path::new(DUMPS).join("migrated"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    migrated.sort();
+    migrated
+        .into_iter()
+        .map(|path| {
+            let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+            let (from, to) = stem.split_once("-by-").unwrap();
+            let to = if to.starts_with("main") { "main" } else { to };
+            let (from, to) = (from.to_owned(), to.to_owned());
+            (path, stem, from, to)
+        })
+        .collect()
+}
+
 fn build_derived() -> String {
     use wsledger::release::derived::{escape, is_derived_key};
     let mut out = String::from(
@@ -315,17 +327,8 @@ fn build_derived() -> String {
             let t = texts(&Path::new(DUMPS).join(format!("{}.json", file_of(tag)))).unwrap();
             dumps.push((format!("fresh {tag}"), t));
         }
-        let mut migrated: Vec<_> = std::fs::read_dir(Path::new(DUMPS).join("migrated"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .collect();
-        migrated.sort();
-        for path in migrated {
-            let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
-            let (from, to) = stem.split_once("-by-").unwrap();
-            let to = if to.starts_with("main") { "main" } else { to };
-            if !g.releases.iter().any(|r| r == to) {
+        for (path, _, from, to) in migrated_dumps() {
+            if !g.releases.contains(&to) {
                 continue;
             }
             if let Some(t) = texts(&path) {

@@ -71,12 +71,7 @@ fn table_rows(c: &Connection, table: &str) -> rusqlite::Result<Vec<Row>> {
         return Ok(Vec::new());
     }
     let shape = table_shape(c, table)?;
-    let list = shape
-        .columns
-        .iter()
-        .map(|n| quote(n))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list = shape.select_list();
     let mut stmt = c.prepare(&format!(
         "SELECT {list} FROM {} ORDER BY _rowid_",
         quote(table)

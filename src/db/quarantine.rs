@@ -61,6 +61,17 @@ pub struct TableShape {
     pub rowid_is_column: bool,
 }
 
+impl TableShape {
+    /// The columns, quoted, as a `SELECT` list.
+    pub fn select_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|n| quote(n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
 /// Every row one conversation deletion removes, and what would stop it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Deletion {
@@ -167,12 +178,7 @@ pub(super) fn select_rows(
     clause: &str,
     arg: &str,
 ) -> rusqlite::Result<Vec<(Option<i64>, Row)>> {
-    let list = shape
-        .columns
-        .iter()
-        .map(|n| quote(n))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let list = shape.select_list();
     let sql = if shape.has_rowid {
         format!(
             "SELECT _rowid_, {list} FROM {} WHERE {clause} ORDER BY _rowid_",
