@@ -115,10 +115,7 @@ fn build() -> String {
     }
     for (path, stem, from, to) in migrated_dumps() {
         let Some(dump) = load(&path) else { continue };
-        let g = gens
-            .iter_mut()
-            .find(|g| g.releases.contains(&to))
-            .unwrap();
+        let g = gens.iter_mut().find(|g| g.releases.contains(&to)).unwrap();
         assert_eq!(dump.user_version, g.dump.user_version, "{stem}");
         assert_eq!(dump.registry, g.dump.registry, "{stem}: registry");
         if dump.objects == g.dump.objects {
