@@ -371,7 +371,6 @@ fn newer_findings(
     )
 }
 
-/// The one `runs_not_judged` finding: how many runs, and the first few.
 /// The first tool projection table the closest known release defines and the file
 /// lacks (`maka_gate.missing_table`). A file newer than wsledger is not judged so: its
 /// differences from an older generation say nothing of what its Maka writes.
@@ -391,6 +390,7 @@ fn missing_tool_table(r: &crate::release::Recognition) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The one `runs_not_judged` finding: how many runs, and the first few.
 fn unjudged_finding(count: usize, sample: &[(String, String)]) -> Finding {
     let named: Vec<String> = sample.iter().map(|(s, r)| format!("{s}/{r}")).collect();
     let more = if count > sample.len() { ", ..." } else { "" };
