@@ -128,6 +128,34 @@ fn without_makas_gate_the_outcome_cannot_be_written_so_the_run_is_skipped() {
     assert_eq!(ws.hash(), before);
 }
 
+/// A missing tool table fails the outcome's write too (every tool write inserts into
+/// both projections): the run is skipped, and the reason names the table.
+#[test]
+fn without_a_tool_table_the_outcome_cannot_be_written_so_the_run_is_skipped() {
+    let ws = outcome_unknown_ws();
+    exec(&ws, "DROP TABLE tool_journal_events");
+    let gate = ws.scan().maka_gate;
+    assert_eq!(gate.missing_table.as_deref(), Some("tool_journal_events"));
+    assert!(gate.tool_writes_refused && gate.first_issue.is_none());
+    let doc = json_plan(&ws, &[]);
+    assert_eq!(
+        skipped_reason(&doc, CRASH_RUN).as_deref(),
+        Some("needs_tool_outcome")
+    );
+    let skipped = doc["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["run_id"] == CRASH_RUN)
+        .unwrap();
+    assert!(
+        skipped
+            .to_string()
+            .contains("table tool_journal_events is missing, so every tool write fails"),
+        "{skipped}"
+    );
+}
+
 #[test]
 fn a_code_mode_exec_gets_makas_interrupted_outcome() {
     let ws = Ws::copy("crash-mid-tool");

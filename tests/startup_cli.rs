@@ -224,7 +224,9 @@ fn finalize_runs_says_start_up_stays_refused() {
     assert_eq!(out.status, 0, "{}", out.stderr);
     assert!(
         out.stderr.contains("refuses to open this file")
-            && out.stderr.contains("no wsledger repair changes that"),
+            && out.stderr.contains("finalize-runs does not change that")
+            // What is missing is derived: the note names the step that puts it back.
+            && out.stderr.contains("wsledger doctor rederive --apply"),
         "{}",
         out.stderr
     );

@@ -61,7 +61,7 @@ pub fn run(
     if let Some(words) = before
         .startup
         .as_ref()
-        .and_then(|s| crate::startup::plan_words(s, writer))
+        .and_then(|s| crate::startup::command_words(s, writer, "finalize-runs"))
     {
         notes.note(&words);
     }

@@ -60,11 +60,14 @@ pub(super) fn plan_new_terminal(
     };
     if !ops.is_empty() && ctx.report.maka_gate.tool_writes_refused {
         let names: Vec<&str> = ops.iter().map(|(o, _)| o.operation_id.as_str()).collect();
+        let why = match &ctx.report.maka_gate.missing_table {
+            Some(t) => format!("table {t} is missing, so every tool write fails"),
+            None => "Maka's ledger gate refuses tool writes in this workspace".to_owned(),
+        };
         return skip(
             SkipReason::NeedsToolOutcome,
             format!(
-                "operation(s) {} need a T2 outcome before the run is sealed, and Maka's ledger \
-                 gate refuses tool writes in this workspace",
+                "operation(s) {} need a T2 outcome before the run is sealed, and {why}",
                 names.join(", ")
             ),
         );

@@ -512,14 +512,22 @@ pub fn upgrade_refusal(v: &Verdict) -> Option<String> {
     ))
 }
 
-/// `diagnosis.plan.startup_refused`: no step of wsledger's makes Maka open the file,
-/// and what to do instead.
-pub fn plan_words(s: &Startup, writer: &str) -> Option<String> {
-    plan_words_with(s, writer, None)
+/// One command's note while Maka refuses to open the file: `command` does not change
+/// that, and what to do instead (which may be another wsledger step, such as
+/// `doctor rederive`).
+pub fn command_words(s: &Startup, writer: &str, command: &str) -> Option<String> {
+    let r = s.refusal.as_ref()?;
+    Some(format!(
+        "{} refuses to open this file ({}); {command} does not change that. What to do: {}",
+        who(&s.release),
+        r.reason,
+        reasons::advice_for(r.reason, &r.maka_message, &s.release, writer)
+    ))
 }
 
-/// [`plan_words`], with why `doctor rederive` does not put back what is missing and
-/// what to do instead (`cannot`: why, advice), when something is and it does not.
+/// `diagnosis.plan.startup_refused`: no step of wsledger's makes Maka open the file,
+/// and what to do instead; with `cannot` (why, advice), why `doctor rederive` does not
+/// put back what is missing, when something is and it does not.
 pub fn plan_words_with(s: &Startup, writer: &str, cannot: Option<(&str, &str)>) -> Option<String> {
     let r = s.refusal.as_ref()?;
     let (why, advice) = match cannot {
